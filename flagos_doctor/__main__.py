@@ -1,0 +1,5 @@
+"""Allow ``python -m flagos_doctor``."""
+
+from flagos_doctor.cli import main
+
+main()

@@ -1,0 +1,204 @@
+"""Parent side of a child process that talks over a :mod:`flagos_doctor.channel`.
+
+A :class:`Child` starts ``python -m <module>`` (any interpreter the user chose) in its own
+process group, hands it a request pipe and a record pipe, keeps its stderr in a temporary
+file (so its tail can be reported after a crash) and reads records with deadlines. Whatever
+happens to the child (a signal, a hang, an early exit), the parent keeps every record that
+arrived and learns how the child ended.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+
+from flagos_doctor import channel
+
+
+class ChildEnded(Exception):
+    """The child closed its record pipe: it exited, or died on a signal."""
+
+    def __init__(self, end: "ChildEnd"):
+        super().__init__(end.describe())
+        self.end = end
+
+
+class ChildTimeout(Exception):
+    """No record arrived before the deadline."""
+
+
+@dataclass(frozen=True)
+class ChildEnd:
+    """How a child process ended."""
+
+    returncode: int | None
+    timed_out: bool = False
+
+    @property
+    def signal(self) -> str | None:
+        if self.returncode is not None and self.returncode < 0:
+            try:
+                return signal.Signals(-self.returncode).name
+            except ValueError:
+                return f"signal {-self.returncode}"
+        return None
+
+    def describe(self) -> str:
+        if self.timed_out:
+            return "timed out"
+        if self.signal:
+            return f"killed by {self.signal}"
+        return f"exited with status {self.returncode}"
+
+
+def tail_text(data: bytes, max_lines: int = 30, max_chars: int = 4000) -> str:
+    """The last lines of a byte stream, decoded leniently."""
+    text = data[-max_chars * 2 :].decode("utf-8", "replace")
+    lines = text.splitlines()[-max_lines:]
+    return "\n".join(lines)[-max_chars:]
+
+
+class Child:
+    """A child Python process with a request pipe and a record pipe."""
+
+    def __init__(
+        self,
+        python: str,
+        module: str,
+        args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+    ):
+        req_r, req_w = os.pipe()
+        rec_r, rec_w = os.pipe()
+        child_env = dict(os.environ if env is None else env)
+        child_env[channel.ENV_VAR] = f"{req_r},{rec_w}"
+        child_env.setdefault("PYTHONUNBUFFERED", "1")
+        self._stderr = tempfile.TemporaryFile()
+        self._stdout = tempfile.TemporaryFile()
+        try:
+            self.proc = subprocess.Popen(
+                [python, "-m", module, *(args or [])],
+                stdin=subprocess.DEVNULL,
+                stdout=self._stdout,
+                stderr=self._stderr,
+                env=child_env,
+                cwd=cwd,
+                pass_fds=(req_r, rec_w),
+                start_new_session=True,  # so a kill reaches the whole group
+            )
+        finally:
+            os.close(req_r)
+            os.close(rec_w)
+        self._req_w = req_w
+        self._rec_r = rec_r
+        os.set_blocking(rec_r, False)
+        self._buffer = b""
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(rec_r, selectors.EVENT_READ)
+        self._eof = False
+        self.timed_out = False
+
+    # -- requests ----------------------------------------------------------------------
+    def send(self, request: dict) -> None:
+        """Send one request; raise ChildEnded if the child is gone."""
+        try:
+            os.write(self._req_w, channel.encode(request))
+        except (BrokenPipeError, OSError):
+            raise ChildEnded(self.wait(timeout=5))
+
+    # -- records -----------------------------------------------------------------------
+    def recv(self, timeout: float | None) -> dict:
+        """The next record. Raise ChildTimeout after ``timeout`` seconds, ChildEnded at EOF."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if b"\n" in self._buffer:
+                line, _, self._buffer = self._buffer.partition(b"\n")
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    continue  # a torn line from a dying child: skip it
+            if self._eof:
+                raise ChildEnded(self.wait(timeout=10))
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise ChildTimeout()
+            if self._selector.select(remaining):
+                try:
+                    chunk = os.read(self._rec_r, 1 << 16)
+                except BlockingIOError:
+                    continue
+                if chunk:
+                    self._buffer += chunk
+                else:
+                    self._eof = True
+
+    def records(self, timeout: float | None):
+        """Yield records until the child ends; the deadline covers the whole stream.
+
+        Raises ChildTimeout when the deadline passes first; ends (without raising) when
+        the child closes its pipe. ``self.end`` then says how it ended.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                yield self.recv(remaining)
+            except ChildEnded:
+                return
+
+    # -- ending ------------------------------------------------------------------------
+    def kill(self) -> None:
+        """Kill the child's whole process group."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def wait(self, timeout: float | None = None) -> ChildEnd:
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            rc = self.proc.wait()
+        return ChildEnd(returncode=rc, timed_out=self.timed_out)
+
+    def terminate_after_timeout(self) -> ChildEnd:
+        """Record a timeout, kill the group and reap the child."""
+        self.timed_out = True
+        self.kill()
+        return self.wait()
+
+    def close(self) -> None:
+        """Close our pipe ends (a worker reading requests sees EOF and exits)."""
+        for fd in (self._req_w, self._rec_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._selector.close()
+
+    def stderr_tail(self, max_lines: int = 30) -> str:
+        self._stderr.seek(0)
+        return tail_text(self._stderr.read(), max_lines)
+
+    def stdout_tail(self, max_lines: int = 30) -> str:
+        self._stdout.seek(0)
+        return tail_text(self._stdout.read(), max_lines)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc.poll() is None:
+            self.kill()
+            self.proc.wait()
+        self.close()
+        self._stderr.close()
+        self._stdout.close()

@@ -1,0 +1,235 @@
+"""The ``flagos-doctor`` command line: parses options and wires the parts together.
+
+No logic lives here, and nothing here imports torch: every command's work happens in
+child processes started with the Python the user chose (``--python``). Errors the user can
+cause arrive as :class:`~flagos_doctor.errors.BadInput` and leave as one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import traceback
+from typing import List, Optional, Tuple
+
+import typer
+
+from flagos_doctor import __version__
+from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInput
+from flagos_doctor import options as opts
+
+app = typer.Typer(
+    name="flagos-doctor",
+    help=(
+        "Diagnose a torch_fl / FlagGems / Triton stack.\n\n"
+        "probe: who patched torch.cuda, torch.device and Triton's driver, in what order.\n\n"
+        "survey: does every overload the backends conf routes to FlagGems still run, "
+        "and still agree with CPU? --compare A B diffs two runs.\n\n"
+        "report: a Markdown environment report for a bug issue.\n\n"
+        "suite: compare two pytest runs on the same collected set."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+)
+
+PYTHON_HELP = "Interpreter of the stack under inspection (default: this one)."
+
+
+def _dispatch(module: str, options) -> None:
+    """Run ``<module>.run(options)`` and exit with its code; user errors become one line."""
+    try:
+        code = importlib.import_module(module).run(options)
+    except BadInput as exc:
+        typer.echo(f"flagos-doctor: error: {exc}", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    except KeyboardInterrupt:
+        typer.echo("flagos-doctor: interrupted", err=True)
+        raise typer.Exit(130)
+    except (typer.Exit, SystemExit):
+        raise
+    except Exception as exc:  # a bug of ours: one line, the traceback in a file
+        log = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"flagos-doctor-crash-{os.getpid()}.txt")
+        with open(log, "w", encoding="utf-8") as handle:
+            traceback.print_exc(file=handle)
+        typer.echo(f"flagos-doctor: internal error: {type(exc).__name__}: {exc} (traceback in {log})", err=True)
+        raise typer.Exit(EXIT_INTERNAL)
+    raise typer.Exit(code or 0)
+
+
+def _version(value: bool):
+    if value:
+        typer.echo(f"flagos-doctor {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+):
+    pass
+
+
+@app.command(
+    epilog=(
+        "Examples:\n\n"
+        "  flagos-doctor probe --stack demo\n\n"
+        "  flagos-doctor probe --stack torch_fl --json probe.json --markdown probe.md\n\n"
+        "  flagos-doctor probe --import torch --import flag_gems --watch torch.cuda.Stream\n\n"
+        "  FLAGOS_DEMO_SEED_BUG=1 flagos-doctor probe --stack demo   # the seed bug, replayed"
+    )
+)
+def probe(
+    imports: List[str] = typer.Option([], "--import", metavar="MOD", help="Module to import, in order (repeatable)."),
+    stack: Optional[str] = typer.Option(None, help="demo | torch_fl | flag_gems (default: torch_fl if installed, else torch)."),
+    python: str = typer.Option(sys.executable, help=PYTHON_HELP),
+    watch: List[str] = typer.Option([], metavar="DOTTED.NAME", help="Another probe to watch (repeatable)."),
+    watch_file: Optional[str] = typer.Option(None, metavar="YAML", help="YAML file listing more probes to watch."),
+    exercise: bool = typer.Option(True, "--exercise/--no-exercise", help="Exercise the device after the imports."),
+    timeout: float = typer.Option(120.0, help="Seconds before the child is killed."),
+    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the JSON document."),
+    markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Write a Markdown report."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
+):
+    """Import the stack in a fresh process and record every write of every watched probe."""
+    _dispatch(
+        "flagos_doctor.probe.command",
+        opts.ProbeOptions(
+            imports=list(imports), stack=stack, python=python, watch=list(watch), watch_file=watch_file,
+            exercise=exercise, timeout=timeout, json_path=json_path, markdown_path=markdown_path, quiet=quiet,
+        ),
+    )
+
+
+@app.command(
+    epilog=(
+        "Examples:\n\n"
+        "  flagos-doctor survey --stack demo\n\n"
+        "  flagos-doctor survey --stack torch_fl --conf torch_fl/configs/backends_flaggems.conf -o before.json\n\n"
+        "  flagos-doctor survey --stack flag_gems --routes flag_gems --workers 4\n\n"
+        "  flagos-doctor survey --device cpu --conf backends_flaggems.conf   # self-check of the harness\n\n"
+        "  flagos-doctor survey --compare before.json after.json\n\n"
+        "  flagos-doctor survey --compare 1adbc97 5e0f2aa --repo ~/Torch-FL --build-cmd 'pip install -e . --no-build-isolation'"
+    )
+)
+def survey(
+    conf: Optional[str] = typer.Option(None, metavar="PATH", help="Backends conf whose routes to survey."),
+    backend: str = typer.Option("flagos_python", help="Backend class to survey from the conf."),
+    routes: Optional[str] = typer.Option(None, help="'flag_gems': the overloads flag_gems registers."),
+    ops: Optional[str] = typer.Option(None, metavar="A,B", help="Only these overloads."),
+    stack: str = typer.Option("demo", help="demo | torch_fl | flag_gems | a module with setup() -> device."),
+    device: Optional[str] = typer.Option(None, help="Device override ('cpu' self-checks the harness)."),
+    spec: Optional[str] = typer.Option(None, metavar="YAML", help="Survey spec: profiles, tolerances, random ops."),
+    python: str = typer.Option(sys.executable, help=PYTHON_HELP),
+    workers: int = typer.Option(1, min=1, help="Worker processes (they may share a device)."),
+    devices: Optional[str] = typer.Option(None, metavar="0,1", help="Device indices to spread workers over."),
+    isolation: str = typer.Option("pooled", help="pooled | per-overload (upstream's cost model, for benchmarks)."),
+    timeout: float = typer.Option(120.0, help="Seconds per case before its worker is replaced."),
+    keep_env: bool = typer.Option(False, help="Keep stray FLAGOS_OP_* variables."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", metavar="PATH", help="Results file (resumed if it exists)."),
+    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Also write the results JSON here."),
+    census_path: Optional[str] = typer.Option(None, "--census", metavar="PATH", help="Write the case census."),
+    rerun: bool = typer.Option(False, help="Re-run the selected overloads in an existing results file."),
+    store: Optional[str] = typer.Option(None, metavar="DIR", help="Results store (default: $FLAGOS_DOCTOR_STORE or ~/.local/share/flagos-doctor/results)."),
+    no_store: bool = typer.Option(False, help="Do not file this run in the results store."),
+    compare: Optional[Tuple[str, str]] = typer.Option(None, metavar="A B", help="Compare two runs: results files or commit prefixes."),
+    force: bool = typer.Option(False, help="Compare even when the runs are not comparable."),
+    fail_on: str = typer.Option("regression", help="any | regression | never (with --compare)."),
+    markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Markdown (with --compare)."),
+    repo: Optional[str] = typer.Option(None, metavar="PATH", help="Git checkout to build missing arms from (with --compare)."),
+    build_cmd: Optional[str] = typer.Option(None, metavar="CMD", help="Build command run in each arm's worktree."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary."),
+):
+    """Run every overload the conf routes to FlagGems on the device and on CPU, and judge it."""
+    survey_options = opts.SurveyOptions(
+        conf=conf, backend=backend, routes=routes,
+        ops=[o.strip() for o in ops.split(",") if o.strip()] if ops else [],
+        stack=stack, device=device, spec=spec, python=python, workers=workers,
+        devices=[d.strip() for d in devices.split(",") if d.strip()] if devices else [],
+        isolation=isolation, timeout=timeout, keep_env=keep_env, output=output, json_path=json_path,
+        census_path=census_path, rerun=rerun, store=store, no_store=no_store, quiet=quiet,
+    )
+    if compare:
+        _dispatch(
+            "flagos_doctor.compare.command",
+            opts.CompareOptions(
+                a=compare[0], b=compare[1], store=store, force=force, fail_on=fail_on, json_path=json_path,
+                markdown_path=markdown_path, repo=repo, build_cmd=build_cmd, survey=survey_options, quiet=quiet,
+            ),
+        )
+    _dispatch("flagos_doctor.survey.command", survey_options)
+
+
+@app.command(
+    epilog=(
+        "Examples:\n\n"
+        "  flagos-doctor report > issue.md\n\n"
+        "  flagos-doctor report --stack torch_fl --survey after.json --json bundle.json\n\n"
+        "  flagos-doctor report --compare before.json after.json"
+    )
+)
+def report(
+    python: str = typer.Option(sys.executable, help=PYTHON_HELP),
+    stack: Optional[str] = typer.Option(None, help="Stack to probe for the report (as probe --stack)."),
+    imports: List[str] = typer.Option([], "--import", metavar="MOD", help="Modules to probe, in order."),
+    survey_path: Optional[str] = typer.Option(None, "--survey", metavar="FILE", help="Add a survey summary."),
+    compare: Optional[Tuple[str, str]] = typer.Option(None, metavar="A B", help="Add a survey comparison."),
+    store: Optional[str] = typer.Option(None, metavar="DIR", help="Results store for --compare."),
+    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the JSON bundle."),
+    markdown_path: Optional[str] = typer.Option("-", "--markdown", metavar="PATH|-", help="Markdown output (default: stdout)."),
+    timeout: float = typer.Option(120.0, help="Seconds for the probe child."),
+):
+    """Markdown for a GitHub bug issue: environment, runtime configuration, probe findings."""
+    _dispatch(
+        "flagos_doctor.report.command",
+        opts.ReportOptions(
+            python=python, stack=stack, imports=list(imports), survey=survey_path, compare=compare,
+            store=store, json_path=json_path, markdown_path=markdown_path, timeout=timeout,
+        ),
+    )
+
+
+@app.command(
+    epilog=(
+        "Examples:\n\n"
+        "  flagos-doctor suite --compare before.xml after.xml\n\n"
+        "  flagos-doctor suite --compare 1adbc97 5e0f2aa --repo ~/Torch-FL --build-cmd 'pip install -e .' "
+        "--test-cmd 'pytest tests/unit -q'"
+    )
+)
+def suite(
+    compare: Tuple[str, str] = typer.Option(..., metavar="A B", help="JUnit XML files or commit prefixes."),
+    store: Optional[str] = typer.Option(None, metavar="DIR", help="Results store."),
+    repo: Optional[str] = typer.Option(None, metavar="PATH", help="Git checkout to run missing arms from."),
+    build_cmd: Optional[str] = typer.Option(None, metavar="CMD", help="Build command run in each worktree."),
+    test_cmd: Optional[str] = typer.Option(None, metavar="CMD", help="Test command run in each worktree."),
+    same_collection: bool = typer.Option(False, help="Refuse (exit 2) when the collected sets differ."),
+    flaky: Optional[str] = typer.Option(None, metavar="FILE", help="Tests known to be flaky, reported apart."),
+    fail_on: str = typer.Option("regression", help="any | regression | never."),
+    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the JSON comparison."),
+    markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Write Markdown."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
+):
+    """Compare two pytest runs (JUnit XML), checking first that they collected the same tests."""
+    _dispatch(
+        "flagos_doctor.suite.command",
+        opts.SuiteOptions(
+            a=compare[0], b=compare[1], store=store, repo=repo, build_cmd=build_cmd, test_cmd=test_cmd,
+            same_collection=same_collection, flaky=flaky, fail_on=fail_on, json_path=json_path,
+            markdown_path=markdown_path, quiet=quiet,
+        ),
+    )
+
+
+def main() -> None:
+    try:
+        app()
+    except BadInput as exc:  # raised while parsing, before a command ran
+        typer.echo(f"flagos-doctor: error: {exc}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""The torch_fl backends conf: which backend each ATen overload is routed to.
+
+Syntax, as torch_fl reads it::
+
+    # a comment; '#' starts a comment anywhere on a line
+    include other.conf          # relative to the including file, at most 8 deep
+    abs = flagos_python         # op or op.overload = backend
+    abs.out = cuda              # a later line for the same overload wins
+
+Backend names are case-insensitive; ``flaggems_python`` is an alias of ``flagos_python``
+and ``flaggems`` of ``flagos``. Pure standard library: the parent CLI and the child
+stacks both use it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+
+from flagos_doctor.errors import BadInput
+
+MAX_INCLUDE_DEPTH = 8
+
+#: Backend aliases, to the canonical name torch_fl uses in its dispatch logs.
+BACKEND_ALIASES = {
+    "flaggems_python": "flagos_python",
+    "flaggems": "flagos",
+}
+
+_OVERLOAD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
+_BACKEND_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Route:
+    """One overload's final backend, and the conf line that decided it."""
+
+    overload: str
+    backend: str
+    file: str
+    line: int
+
+
+def canonical_backend(name: str) -> str:
+    name = name.strip().lower()
+    return BACKEND_ALIASES.get(name, name)
+
+
+def parse_conf(path: str | os.PathLike) -> dict[str, Route]:
+    """Return the final route of every overload named in ``path`` (and its includes).
+
+    The dict keeps first-appearance order of the overloads. Raises BadInput naming
+    ``file:line`` for a malformed line, a missing include, an include cycle or nesting
+    deeper than MAX_INCLUDE_DEPTH.
+    """
+    routes: dict[str, Route] = {}
+    _parse_into(os.path.abspath(os.fspath(path)), routes, stack=[], where=None)
+    return routes
+
+
+def _read_lines(path: str, where: str | None) -> list[str]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().splitlines()
+    except FileNotFoundError:
+        raise BadInput(f"conf file not found: {path}", where)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"cannot read conf file {path}: {exc}", where)
+
+
+def _parse_into(path: str, routes: dict[str, Route], stack: list[str], where: str | None) -> None:
+    if path in stack:
+        cycle = " -> ".join(os.path.basename(p) for p in [*stack, path])
+        raise BadInput(f"include cycle: {cycle}", where)
+    if len(stack) >= MAX_INCLUDE_DEPTH:
+        raise BadInput(f"includes nested deeper than {MAX_INCLUDE_DEPTH}", where)
+    stack = [*stack, path]
+    for number, raw in enumerate(_read_lines(path, where), start=1):
+        here = f"{path}:{number}"
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("include") and (line == "include" or line[7].isspace()):
+            target = line[7:].strip()
+            if not target:
+                raise BadInput("'include' needs a path", here)
+            target = os.path.join(os.path.dirname(path), os.path.expanduser(target))
+            _parse_into(os.path.abspath(target), routes, stack, here)
+            continue
+        name, sep, backend = line.partition("=")
+        name, backend = name.strip(), backend.strip()
+        if not sep:
+            raise BadInput(f"expected 'op.overload = backend' or 'include PATH', got {raw.strip()!r}", here)
+        if not _OVERLOAD_RE.match(name):
+            raise BadInput(f"not an overload name: {name!r}", here)
+        if not _BACKEND_RE.match(backend):
+            raise BadInput(f"not a backend name: {backend!r} (for {name})", here)
+        # Re-insert so the dict order says which line decided the route last.
+        routes.pop(name, None)
+        routes[name] = Route(name, canonical_backend(backend), path, number)
+
+
+def select(routes: dict[str, Route], backend: str = "flagos_python") -> list[str]:
+    """The overloads whose final backend is ``backend`` (aliases accepted), sorted."""
+    wanted = canonical_backend(backend)
+    return sorted(name for name, route in routes.items() if route.backend == wanted)
+
+
+def route_set_sha256(overloads) -> str:
+    """A digest of a set of overload names, independent of order and duplicates."""
+    body = "\n".join(sorted(set(overloads))) + "\n"
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()

@@ -1,0 +1,92 @@
+"""The options of each command, as plain dataclasses.
+
+The CLI (:mod:`flagos_doctor.cli`) only parses the command line into these and hands them
+to the command's ``run(options) -> exit code``; nothing else reads ``sys.argv``.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ProbeOptions:
+    imports: list[str] = field(default_factory=list)  # --import MOD, in order
+    stack: str | None = None  # demo | torch_fl | flag_gems
+    python: str = sys.executable
+    watch: list[str] = field(default_factory=list)  # extra dotted names
+    watch_file: str | None = None  # YAML file with more watches
+    exercise: bool = True
+    timeout: float = 120.0
+    json_path: str | None = None  # PATH or "-"
+    markdown_path: str | None = None  # PATH or "-"
+    quiet: bool = False
+
+
+@dataclass
+class SurveyOptions:
+    conf: str | None = None
+    backend: str = "flagos_python"
+    routes: str | None = None  # "flag_gems": the overloads flag_gems registers
+    ops: list[str] = field(default_factory=list)
+    stack: str = "demo"  # demo | torch_fl | flag_gems | an importable module with setup()
+    device: str | None = None
+    spec: str | None = None
+    python: str = sys.executable
+    workers: int = 1
+    devices: list[str] = field(default_factory=list)
+    isolation: str = "pooled"  # pooled | per-overload
+    timeout: float = 120.0
+    keep_env: bool = False
+    output: str | None = None  # the results file (journal is kept beside it)
+    json_path: str | None = None
+    census_path: str | None = None
+    rerun: bool = False
+    store: str | None = None
+    no_store: bool = False
+    quiet: bool = False
+
+
+@dataclass
+class CompareOptions:
+    a: str = ""
+    b: str = ""
+    store: str | None = None
+    force: bool = False
+    fail_on: str = "regression"  # any | regression | never
+    json_path: str | None = None
+    markdown_path: str | None = None
+    repo: str | None = None
+    build_cmd: str | None = None
+    survey: SurveyOptions | None = None  # how to survey an arm built from --repo
+    quiet: bool = False
+
+
+@dataclass
+class ReportOptions:
+    python: str = sys.executable
+    stack: str | None = None
+    imports: list[str] = field(default_factory=list)
+    survey: str | None = None
+    compare: tuple[str, str] | None = None
+    store: str | None = None
+    json_path: str | None = None
+    markdown_path: str | None = "-"
+    timeout: float = 120.0
+
+
+@dataclass
+class SuiteOptions:
+    a: str = ""
+    b: str = ""
+    store: str | None = None
+    repo: str | None = None
+    build_cmd: str | None = None
+    test_cmd: str | None = None
+    same_collection: bool = False
+    flaky: str | None = None
+    fail_on: str = "regression"
+    json_path: str | None = None
+    markdown_path: str | None = None
+    quiet: bool = False

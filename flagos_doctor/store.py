@@ -1,0 +1,98 @@
+"""The results store: every survey (and suite) run filed by commit, as asv files results.
+
+Layout, plain files a person can open::
+
+    <root>/<kind>/<key>/<fingerprint>.json
+
+``kind`` is ``survey`` or ``suite``; ``key`` is the torch_fl commit (full hash, ``-dirty``
+appended for a dirty checkout) or, where there is no commit, the stack and its version
+(``flag_gems-5.0.2``); ``fingerprint`` is a short digest of what must match for two runs
+to be comparable (route set, spec, device type...), so runs on one commit with another
+setup live side by side.
+
+Default root: ``$FLAGOS_DOCTOR_STORE``, else ``$XDG_DATA_HOME/flagos-doctor/results``
+(``~/.local/share/flagos-doctor/results``): per user, outside any checkout, so a
+worktree build or a ``git clean`` never loses results.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import dataclass
+
+from flagos_doctor.errors import BadInput
+
+_SAFE = re.compile(r"[^A-Za-z0-9._+-]")
+
+
+def default_root() -> str:
+    if os.environ.get("FLAGOS_DOCTOR_STORE"):
+        return os.environ["FLAGOS_DOCTOR_STORE"]
+    data_home = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(data_home, "flagos-doctor", "results")
+
+
+def safe_name(text: str) -> str:
+    """``text`` made safe as one path component."""
+    return _SAFE.sub("_", text) or "_"
+
+
+@dataclass(frozen=True)
+class Entry:
+    kind: str
+    key: str
+    fingerprint: str
+    path: str
+
+
+class Store:
+    def __init__(self, root: str | None = None):
+        self.root = os.path.abspath(root or default_root())
+
+    def path_for(self, kind: str, key: str, fingerprint: str) -> str:
+        return os.path.join(self.root, kind, safe_name(key), safe_name(fingerprint) + ".json")
+
+    def file(self, kind: str, key: str, fingerprint: str, source_path: str) -> str:
+        """Copy a finished results file into the store (atomically); return its new path."""
+        target = self.path_for(kind, key, fingerprint)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        tmp = target + ".tmp"
+        shutil.copyfile(source_path, tmp)
+        os.replace(tmp, target)
+        return target
+
+    def entries(self, kind: str) -> list[Entry]:
+        folder = os.path.join(self.root, kind)
+        found = []
+        if not os.path.isdir(folder):
+            return found
+        for key in sorted(os.listdir(folder)):
+            key_dir = os.path.join(folder, key)
+            if not os.path.isdir(key_dir):
+                continue
+            for name in sorted(os.listdir(key_dir)):
+                if name.endswith(".json"):
+                    found.append(Entry(kind, key, name[:-5], os.path.join(key_dir, name)))
+        return found
+
+    def lookup(self, kind: str, ref: str, fingerprint: str | None = None) -> str:
+        """Resolve ``ref`` (a results file, or a commit prefix / key in the store) to a path.
+
+        Raises BadInput when nothing matches or when the prefix is ambiguous.
+        """
+        if os.path.isfile(ref):
+            return ref
+        matches = [e for e in self.entries(kind) if e.key.startswith(ref)]
+        if fingerprint is not None and len(matches) > 1:
+            matches = [e for e in matches if e.fingerprint == fingerprint] or matches
+        if not matches:
+            raise BadInput(f"no results file and no {kind} run filed under {ref!r} in the store {self.root}", ref)
+        keys = sorted({e.key for e in matches})
+        if len(keys) > 1:
+            raise BadInput(f"ambiguous: {ref!r} matches {', '.join(keys)}", ref)
+        if len(matches) > 1:
+            newest = max(matches, key=lambda e: os.path.getmtime(e.path))
+            return newest.path
+        return matches[0].path
