@@ -1,0 +1,41 @@
+"""The survey's words: case statuses, overload verdicts, routes. Pure standard library."""
+
+from __future__ import annotations
+
+#: Bump when a change to synthesis, checks or verdict rules can change outcomes: results
+#: files of another harness version are not comparable.
+HARNESS_VERSION = "flagos-doctor-survey/1"
+
+RESULTS_SCHEMA = "flagos-doctor/survey/1"
+
+# -- case statuses ---------------------------------------------------------------------
+PASS = "PASS"  # device and CPU reference agree within the dtype's tolerance
+WRONG = "WRONG"  # device ran, result differs from the reference
+ERROR = "ERROR"  # device raised (detail holds the exception; "poison" marks a dead context)
+INVALID_CASE = "INVALID_CASE"  # the CPU reference rejected the synthesised input
+UNVERIFIABLE = "UNVERIFIABLE"  # no reference can judge it (reason in detail)
+CRASH = "CRASH"  # the worker died on a signal while running this case
+TIMEOUT = "TIMEOUT"  # the case ran past --timeout; its worker was replaced
+NO_SCHEMA = "NO_SCHEMA"  # the installed torch has no such overload (overload-level)
+
+CASE_STATUSES = (PASS, WRONG, ERROR, INVALID_CASE, UNVERIFIABLE, CRASH, TIMEOUT, NO_SCHEMA)
+#: Statuses that do not count towards a verdict (as upstream).
+NOT_COUNTED = (INVALID_CASE, UNVERIFIABLE)
+
+# -- overload verdicts -----------------------------------------------------------------
+STRICT = "STRICT"  # every counted case passed
+BASIC_ONLY = "BASIC_ONLY"  # the basic profile passed, some other counted case did not
+FAILED = "FAILED"  # the basic profile did not pass (or nothing counted passed)
+UNTESTED = "UNTESTED"  # no counted case (all INVALID_CASE / UNVERIFIABLE)
+PENDING = "PENDING"  # not run yet (an interrupted survey)
+VERDICTS = (STRICT, BASIC_ONLY, FAILED, UNTESTED, NO_SCHEMA, PENDING)
+
+#: How good a verdict is, for "worse"/"better" in a comparison (NO_SCHEMA and PENDING are
+#: not ranked: a change to or from them is a plain change).
+VERDICT_RANK = {STRICT: 3, BASIC_ONLY: 2, FAILED: 1, UNTESTED: 0}
+
+# -- routes: which implementation actually ran, when the stack can tell ------------------
+ROUTE_KERNEL = "kernel"  # the routed kernel (FlagGems / demo kernel) ran
+ROUTE_FALLBACK = "cpu_fallback"  # the stack fell back to CPU for this overload
+ROUTE_UNKNOWN = "unknown"  # the stack gives no evidence
+ROUTE_NONE = "-"  # nothing ran on the device (INVALID_CASE, NO_SCHEMA, ...)
