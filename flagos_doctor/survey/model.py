@@ -24,8 +24,8 @@ NOT_COUNTED = (INVALID_CASE, UNVERIFIABLE)
 
 # -- overload verdicts -----------------------------------------------------------------
 STRICT = "STRICT"  # every counted case passed
-BASIC_ONLY = "BASIC_ONLY"  # the basic profile passed, some other counted case did not
-FAILED = "FAILED"  # the basic profile did not pass (or nothing counted passed)
+BASIC_ONLY = "BASIC_ONLY"  # at least one counted case passed, not all
+FAILED = "FAILED"  # counted cases, none passed
 UNTESTED = "UNTESTED"  # no counted case (all INVALID_CASE / UNVERIFIABLE)
 PENDING = "PENDING"  # not run yet (an interrupted survey)
 VERDICTS = (STRICT, BASIC_ONLY, FAILED, UNTESTED, NO_SCHEMA, PENDING)
