@@ -80,6 +80,8 @@ class Child:
         child_env = dict(os.environ if env is None else env)
         child_env[channel.ENV_VAR] = f"{req_r},{rec_w}"
         child_env.setdefault("PYTHONUNBUFFERED", "1")
+        # A child that dies on a signal then leaves its Python stack in the stderr tail.
+        child_env.setdefault("PYTHONFAULTHANDLER", "1")
         self._stderr = tempfile.TemporaryFile()
         self._stdout = tempfile.TemporaryFile()
         try:

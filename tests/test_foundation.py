@@ -1,0 +1,173 @@
+"""The shared foundation: CLI start-up without torch, child processes, files, store, demo stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from flagos_doctor import childproc
+from flagos_doctor.errors import BadInput
+from flagos_doctor.files import load_json, write_json
+from flagos_doctor.store import Store
+
+from conftest import REPO_ROOT, run_cli
+
+
+def test_cli_help_does_not_import_torch():
+    code = "import sys; sys.argv=['flagos-doctor','--help']\n" \
+           "from flagos_doctor import cli\n" \
+           "try:\n    cli.main()\nexcept SystemExit:\n    pass\n" \
+           "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip().endswith("NO-TORCH"), out.stdout[-500:]
+    assert "probe" in out.stdout and "survey" in out.stdout
+
+
+def test_cli_bad_usage_exits_2():
+    result = run_cli("probe", "--no-such-option")
+    assert result.returncode == 2
+
+
+def _child_script(tmp_path, body: str) -> str:
+    pkg = tmp_path / "childpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "__main__.py").write_text(textwrap.dedent(body))
+    return str(tmp_path)
+
+
+def test_child_records_survive_a_real_segfault(tmp_path):
+    path = _child_script(tmp_path, """
+        import ctypes
+        from flagos_doctor.channel import ChildChannel
+        ch = ChildChannel.from_env()
+        ch.emit({"n": 1})
+        ch.emit({"n": 2})
+        ctypes.string_at(0)  # a real null dereference
+    """)
+    env = dict(os.environ, PYTHONPATH=path + os.pathsep + REPO_ROOT)
+    with childproc.Child(sys.executable, "childpkg", env=env) as child:
+        records = list(child.records(timeout=60))
+        end = child.wait(timeout=30)
+        assert [r["n"] for r in records] == [1, 2]
+        assert end.signal == "SIGSEGV"
+        assert "Fatal Python error" in child.stderr_tail() or "Segmentation" in child.stderr_tail()
+
+
+def test_child_timeout_is_reported(tmp_path):
+    path = _child_script(tmp_path, """
+        import time
+        from flagos_doctor.channel import ChildChannel
+        ChildChannel.from_env().emit({"started": True})
+        time.sleep(600)
+    """)
+    env = dict(os.environ, PYTHONPATH=path + os.pathsep + REPO_ROOT)
+    with childproc.Child(sys.executable, "childpkg", env=env) as child:
+        assert child.recv(timeout=60) == {"started": True}
+        with pytest.raises(childproc.ChildTimeout):
+            child.recv(timeout=0.5)
+        end = child.terminate_after_timeout()
+        assert end.timed_out and end.describe() == "timed out"
+
+
+def test_child_request_reply(tmp_path):
+    path = _child_script(tmp_path, """
+        from flagos_doctor.channel import ChildChannel
+        ch = ChildChannel.from_env()
+        while (req := ch.receive()) is not None:
+            ch.emit({"echo": req["x"] * 2})
+    """)
+    env = dict(os.environ, PYTHONPATH=path + os.pathsep + REPO_ROOT)
+    with childproc.Child(sys.executable, "childpkg", env=env) as child:
+        for x in (1, 2, 3):
+            child.send({"x": x})
+            assert child.recv(timeout=60) == {"echo": 2 * x}
+        child.close()
+        assert child.wait(timeout=30).returncode == 0
+
+
+def test_load_json_names_truncated_file(tmp_path):
+    path = tmp_path / "results.json"
+    write_json(path, {"schema": "flagos-doctor/survey/1", "overloads": {"abs": {"verdict": "STRICT"}}})
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])
+    with pytest.raises(BadInput) as info:
+        load_json(path, "flagos-doctor/survey/")
+    assert str(path) in str(info.value) and "truncated" in str(info.value)
+
+
+def test_load_json_refuses_foreign_schema(tmp_path):
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"schema": "something-else/1"}))
+    with pytest.raises(BadInput) as info:
+        load_json(path, "flagos-doctor/survey/")
+    assert "schema" in str(info.value) and str(path) in str(info.value)
+
+
+def test_store_lookup_by_commit_prefix(tmp_path):
+    store = Store(str(tmp_path / "store"))
+    src = tmp_path / "r.json"
+    src.write_text("{}")
+    store.file("survey", "1adbc97478fb3f40", "fp1", str(src))
+    store.file("survey", "1adf000000000000", "fp1", str(src))
+    store.file("survey", "5e0f2aa000000000", "fp1", str(src))
+    assert store.lookup("survey", "5e0f").endswith("fp1.json")
+    with pytest.raises(BadInput, match="ambiguous"):
+        store.lookup("survey", "1ad")
+    assert "1adbc97478fb3f40" in store.lookup("survey", "1adb")
+    with pytest.raises(BadInput, match="no results file"):
+        store.lookup("survey", "ffff")
+
+
+DEMO_CHECK = """
+import os, torch, json
+import flagos_doctor.demo as demo
+from flagos_doctor.demo import kernels
+x = torch.arange(12, dtype=torch.float32).reshape(3, 4) - 5
+d = x.to("flagos")
+out = {
+    "device": str(d.device),
+    "abs_ok": bool(torch.equal(torch.abs(d).cpu(), x.abs())),
+    "erf_ok": bool(torch.allclose(torch.erf(d).cpu(), torch.erf(x))),
+    "cuda_maps_to": str(torch.device("cuda")),
+    "is_available": torch.cuda.is_available(),
+    "kernel_calls": dict(kernels.kernel_calls),
+    "fallback_calls": dict(kernels.fallback_calls),
+}
+print(json.dumps(out))
+"""
+
+
+def _demo(env_extra):
+    env = dict(os.environ, **env_extra)
+    proc = subprocess.run([sys.executable, "-c", DEMO_CHECK], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+
+def test_demo_stack_runs_kernels_and_aliases_cuda():
+    out, stderr = _demo({"FLAGOS_LOG_DISPATCH": "1", "FLAGOS_LOG_FALLBACK": "1"})
+    assert out["device"] == "flagos:0"
+    assert out["abs_ok"] and out["erf_ok"]
+    assert out["cuda_maps_to"] == "flagos"
+    assert out["kernel_calls"].get("abs") == 1
+    # erf is routed to flagos_python but the demo has no kernel: a real CPU fallback
+    assert "erf" not in out["kernel_calls"] and any(k.startswith("erf") for k in out["fallback_calls"])
+    assert "[flagos dispatch] abs -> flagos_python" in stderr
+    assert "[flagos cpu_fallback] erf" in stderr
+
+
+def test_demo_alias_honours_flagos_alias_cuda_0():
+    out, _ = _demo({"FLAGOS_ALIAS_CUDA": "0"})
+    assert out["cuda_maps_to"] == "cuda"
+
+
+def test_demo_seed_bug_skips_the_alias():
+    out, _ = _demo({"FLAGOS_DEMO_SEED_BUG": "1"})
+    assert out["is_available"] is True  # the redirected probe answers for flagos
+    assert out["cuda_maps_to"] == "cuda"  # so the guard returned early
