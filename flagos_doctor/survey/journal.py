@@ -1,0 +1,158 @@
+"""The results file of a survey and its journal, written as the survey goes.
+
+``<output>`` is the results document (schema ``flagos-doctor/survey/1``), replaced
+atomically each time an overload finishes. ``<output>.journal`` gets one JSON line per
+event as it happens (the profiles of an overload, each case, the end of an overload), so a
+survey killed with SIGKILL loses at most the case in flight. Opening a survey loads both,
+refuses a file made with another route set, spec, harness version, stack or backend (naming
+the field), compacts them into a fresh results file and journal, and says what remains.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from flagos_doctor import files
+from flagos_doctor.errors import BadInput
+from flagos_doctor.survey import model
+
+#: What must match for a results file to be resumed (or compared); in this order.
+COMPARABLE_FIELDS = ("harness_version", "route_set_sha256", "spec_sha256", "stack", "backend", "device", "store_key")
+
+
+def check_comparable(found: dict, wanted: dict, where: str, fields=COMPARABLE_FIELDS) -> None:
+    """Raise BadInput naming the first field in ``fields`` where ``found`` and ``wanted`` differ."""
+    for name in fields:
+        if name in wanted and found.get(name) != wanted[name]:
+            raise BadInput(
+                f"field 'comparable.{name}' is {found.get(name)!r} there, {wanted[name]!r} for this survey: "
+                "it was made with another setup; choose another --output (or delete it)",
+                where,
+            )
+
+
+class Journal:
+    """Finished overloads, partial ones, and the files that keep them."""
+
+    def __init__(self, output: str, comparable: dict):
+        self.output = os.path.abspath(output)
+        self.path = self.output + ".journal"
+        self.comparable = dict(comparable)
+        self.finished: dict[str, list[dict]] = {}  # overload -> cases, complete
+        self.partial: dict[str, list[dict]] = {}  # overload -> cases recorded so far
+        self.profiles: dict[str, list[str]] = {}  # overload -> its profiles, as the worker said
+        self.previous: dict | None = None  # the results document found on disk
+        self._seen: list[tuple[dict, str]] = []  # comparable fields found, and where
+        self._fd: int | None = None
+
+    # -- opening -------------------------------------------------------------------------
+    def load(self) -> None:
+        """Read what an earlier run of the same survey left (results file, then journal)."""
+        if os.path.exists(self.output):
+            document = files.load_json(self.output, "flagos-doctor/survey/")
+            if document.get("schema") != model.RESULTS_SCHEMA:
+                raise BadInput(f"field 'schema' is {document.get('schema')!r}, expected {model.RESULTS_SCHEMA}", self.output)
+            check_comparable(document.get("comparable", {}), self.comparable, self.output)
+            self._seen.append((document.get("comparable", {}), self.output))
+            self.previous = document
+            for name, entry in document.get("overloads", {}).items():
+                if entry.get("verdict") != model.PENDING and entry.get("cases"):
+                    self.finished[name] = list(entry["cases"])
+                    self.profiles[name] = entry.get("profiles") or [c["profile"] for c in entry["cases"]]
+                elif entry.get("partial_cases"):
+                    self.partial[name] = list(entry["partial_cases"])
+                    if entry.get("profiles"):
+                        self.profiles[name] = entry["profiles"]
+        if os.path.exists(self.path):
+            self._replay()
+
+    def _replay(self) -> None:
+        with open(self.path, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+        for number, line in enumerate(lines, start=1):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # the torn last line of a killed run
+            kind = record.get("kind")
+            if kind == "header":
+                check_comparable(record.get("comparable", {}), self.comparable, f"{self.path}:{number}")
+                self._seen.append((record.get("comparable", {}), f"{self.path}:{number}"))
+            elif kind == "profiles":
+                self.profiles[record["overload"]] = record["profiles"]
+            elif kind == "case":
+                name = record["overload"]
+                case = {k: v for k, v in record.items() if k not in ("kind", "overload")}
+                cases = self.partial.setdefault(name, [])
+                cases[:] = [c for c in cases if c["profile"] != case["profile"]] + [case]
+            elif kind == "end":
+                name = record["overload"]
+                self.finished[name] = self.partial.pop(name, [])
+            elif kind == "drop":
+                self.finished.pop(record["overload"], None)
+                self.partial.pop(record["overload"], None)
+
+    def extend(self, more: dict) -> None:
+        """Add comparability fields learnt once a worker started; check them against what was found."""
+        for found, where in self._seen:
+            check_comparable(found, more, where, fields=tuple(more))
+        self.comparable.update(more)
+
+    def drop(self, names) -> None:
+        """Forget ``names`` (``--rerun``): they run again from scratch."""
+        for name in names:
+            self.finished.pop(name, None)
+            self.partial.pop(name, None)
+            self.profiles.pop(name, None)
+
+    def start(self, document: dict) -> None:
+        """Write ``document`` (the state so far) and a fresh journal holding the partial overloads."""
+        files.write_json(self.output, document)
+        lines = [{"kind": "header", "comparable": self.comparable}]
+        for name, cases in sorted(self.partial.items()):
+            if name in self.profiles:
+                lines.append({"kind": "profiles", "overload": name, "profiles": self.profiles[name]})
+            lines.extend({"kind": "case", "overload": name, **case} for case in cases)
+        files.atomic_write_text(self.path, "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines))
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+
+    # -- while running ---------------------------------------------------------------------
+    def _append(self, record: dict) -> None:
+        data = (json.dumps(record, sort_keys=True) + "\n").encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    def record_profiles(self, name: str, profiles: list[str]) -> None:
+        if self.profiles.get(name) != profiles:
+            self.profiles[name] = list(profiles)
+            self._append({"kind": "profiles", "overload": name, "profiles": list(profiles)})
+
+    def record_case(self, name: str, case: dict) -> None:
+        self._append({"kind": "case", "overload": name, **case})
+        cases = self.partial.setdefault(name, [])
+        cases[:] = [c for c in cases if c["profile"] != case["profile"]] + [case]
+
+    def record_end(self, name: str) -> None:
+        self._append({"kind": "end", "overload": name})
+        self.finished[name] = self.partial.pop(name, [])
+
+    def remaining_profiles(self, name: str) -> list[str] | None:
+        """The profiles of a partial overload still to run (``None``: all of them)."""
+        if name not in self.partial or name not in self.profiles:
+            return None
+        done = {case["profile"] for case in self.partial[name]}
+        return [p for p in self.profiles[name] if p not in done]
+
+    def close(self, complete: bool, document: dict) -> None:
+        """Write the final document; the journal goes once nothing in it is needed any more."""
+        files.write_json(self.output, document)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if complete and not self.partial:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass

@@ -1,0 +1,78 @@
+"""Verdicts and the summary: pure functions of case records (standard library only).
+
+A case record is a dict with at least ``profile``, ``status`` and ``route``. The rules are
+upstream harness v4's: INVALID_CASE and UNVERIFIABLE cases do not count; an overload with
+no counted case is UNTESTED; all counted cases passing is STRICT, some is BASIC_ONLY, none
+is FAILED. An overload the installed torch lacks is NO_SCHEMA, one not run yet PENDING.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from flagos_doctor.survey import model
+
+
+def verdict(cases: list[dict] | None) -> str:
+    """The verdict of one overload from its case records (``None``: not run, PENDING)."""
+    if cases is None:
+        return model.PENDING
+    if any(case["status"] == model.NO_SCHEMA for case in cases):
+        return model.NO_SCHEMA
+    counted = [case for case in cases if case["status"] not in model.NOT_COUNTED]
+    passed = [case for case in counted if case["status"] == model.PASS]
+    if not counted:
+        return model.UNTESTED
+    if len(passed) == len(counted):
+        return model.STRICT
+    return model.BASIC_ONLY if passed else model.FAILED
+
+
+def is_fallback_pass(case: dict) -> bool:
+    """A PASS whose evidence says the stack ran it through its CPU fallback."""
+    return case["status"] == model.PASS and case.get("route") == model.ROUTE_FALLBACK
+
+
+def summarize(route_set: list[str], overloads: dict[str, dict]) -> dict:
+    """The summary of a survey over ``route_set``; overloads not in ``overloads`` are PENDING.
+
+    ``overloads`` maps a name to ``{"cases": [...]}``. Returns the stable keys of the
+    results file (``registered``, ``tested``, ``basic``, ``strict``, ``verdicts``,
+    ``statuses``) and, apart, how CPU fallback and the evidence of routes figure in it.
+    """
+    verdicts: Counter = Counter()
+    statuses: Counter = Counter()
+    routes: Counter = Counter()
+    tested = basic = strict = 0
+    fallback_overloads = []
+    fallback_passes = 0
+    for name in route_set:
+        entry = overloads.get(name)
+        cases = None if entry is None else entry["cases"]
+        result = verdict(cases)
+        verdicts[result] += 1
+        if cases is None:
+            continue
+        counted = [case for case in cases if case["status"] not in model.NOT_COUNTED]
+        if result != model.NO_SCHEMA:
+            tested += bool(counted)
+            basic += any(case["status"] == model.PASS for case in counted)
+            strict += result == model.STRICT
+        for case in cases:
+            statuses[case["status"]] += 1
+            routes[case.get("route", model.ROUTE_UNKNOWN)] += 1
+        passes = [case for case in cases if is_fallback_pass(case)]
+        fallback_passes += len(passes)
+        if passes:
+            fallback_overloads.append(name)
+    return {
+        "registered": len(route_set),
+        "tested": tested,
+        "basic": basic,
+        "strict": strict,
+        "verdicts": {name: verdicts[name] for name in model.VERDICTS if verdicts[name]},
+        "statuses": {name: statuses[name] for name in model.CASE_STATUSES if statuses[name]},
+        "routes": dict(sorted(routes.items())),
+        "fallback_passes": fallback_passes,
+        "fallback_overloads": sorted(fallback_overloads),
+    }
