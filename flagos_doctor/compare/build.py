@@ -1,0 +1,164 @@
+"""Building and surveying a commit that the results store does not have yet.
+
+The way asv's ``continuous`` builds two commits: for each missing arm,
+
+1. ``git worktree add --detach`` of the user's repository at that commit, in a temporary
+   folder (the user's checkout, index and HEAD are never touched);
+2. the build command (``--build-cmd``) run in that worktree, its output kept in a log;
+3. a child ``python -m flagos_doctor survey`` with the worktree first on ``PYTHONPATH`` and
+   the survey options the user gave (conf, stack, ops, spec, ...), writing a results file;
+4. that file filed in the store under the full commit, so the next comparison finds it;
+5. the worktree removed (``git worktree remove --force``, then ``git worktree prune``).
+
+Nothing is installed anywhere unless the build command does it: a build command that runs
+``pip install`` installs into whatever interpreter it names, so it should name a virtual
+environment (and ``--python`` that environment's interpreter), or build in place
+(``python setup.py build_ext --inplace``) and rely on ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import flagos_doctor
+from flagos_doctor.childproc import tail_text
+from flagos_doctor.compare.arms import SURVEY_KIND, Arm, load_results
+from flagos_doctor.compare.diff import COMPARABILITY, lookup
+from flagos_doctor.errors import BadInput
+from flagos_doctor.options import SurveyOptions
+from flagos_doctor.store import Store
+
+#: Seconds for one git command (worktree add on a large repository may take a while).
+GIT_TIMEOUT = 300
+
+
+def _git(repo: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    try:
+        done = subprocess.run(
+            ["git", "-C", repo, *args], capture_output=True, text=True, timeout=GIT_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    except FileNotFoundError:
+        raise BadInput("git is not installed", repo)
+    except subprocess.TimeoutExpired:
+        raise BadInput(f"'git {' '.join(args)}' took more than {GIT_TIMEOUT} s", repo)
+    if check and done.returncode != 0:
+        message = (done.stderr or done.stdout).strip().splitlines()
+        raise BadInput(f"'git {' '.join(args)}' failed: {message[-1] if message else done.returncode}", repo)
+    return done
+
+
+def resolve_commit(repo: str, ref: str) -> str:
+    """The full commit ``ref`` names in ``repo``; BadInput when it names none."""
+    if not os.path.isdir(repo):
+        raise BadInput("no such directory (--repo)", repo)
+    done = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise BadInput(f"{ref!r} is neither a results file, nor a run in the store, nor a commit of {repo}", ref)
+    return done.stdout.strip()
+
+
+def survey_argv(options: SurveyOptions, output: str) -> list[str]:
+    """The ``flagos-doctor survey`` arguments for one arm, paths made absolute."""
+    argv = ["survey", "--stack", options.stack, "--backend", options.backend, "--python", options.python,
+            "--workers", str(options.workers), "--isolation", options.isolation, "--timeout", str(options.timeout),
+            "--output", output, "--no-store", "--quiet"]
+    if options.conf:
+        argv += ["--conf", os.path.abspath(options.conf)]
+    if options.spec:
+        argv += ["--spec", os.path.abspath(options.spec)]
+    if options.routes:
+        argv += ["--routes", options.routes]
+    if options.ops:
+        argv += ["--ops", ",".join(options.ops)]
+    if options.device:
+        argv += ["--device", options.device]
+    if options.devices:
+        argv += ["--devices", ",".join(options.devices)]
+    if options.keep_env:
+        argv.append("--keep-env")
+    return argv
+
+
+def fingerprint(document: dict) -> str:
+    """A short digest of what must match for runs to be comparable (the store's file name).
+
+    Uses the survey's own fingerprint when it offers one, so runs it files and runs filed
+    here land side by side.
+    """
+    try:
+        from flagos_doctor.survey import store as survey_store  # the survey's filing rules
+
+        return survey_store.fingerprint(document)
+    except (ImportError, AttributeError, TypeError, KeyError):
+        pass
+    parts = {name: lookup(document, paths) for name, paths in COMPARABILITY}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+class Builder:
+    """Builds and surveys missing arms from ``repo``; ``say`` reports progress (one line each)."""
+
+    def __init__(self, repo: str, build_cmd: str | None, survey: SurveyOptions, store: Store, say=None):
+        self.repo = os.path.abspath(repo)
+        self.build_cmd = build_cmd
+        self.survey = survey
+        self.store = store
+        self.say = say or (lambda line: print(line, file=sys.stderr))
+
+    def _env(self, worktree: str) -> dict:
+        env = dict(os.environ)
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(flagos_doctor.__file__)))
+        parts = [worktree, package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env["PYTHONPATH"] = os.pathsep.join(parts)
+        return env
+
+    def arm(self, ref: str) -> Arm:
+        """Build, survey and file the commit ``ref`` names; return the arm."""
+        commit = resolve_commit(self.repo, ref)
+        filed = [e for e in self.store.entries(SURVEY_KIND) if e.key == commit]
+        if filed:
+            path = max(filed, key=lambda e: os.path.getmtime(e.path)).path
+            return Arm(ref=ref, path=path, document=load_results(path), source="store", commit=commit)
+        scratch = tempfile.mkdtemp(prefix=f"flagos-doctor-{commit[:10]}-")
+        worktree = os.path.join(scratch, "src")
+        try:
+            self.say(f"{ref}: worktree of {self.repo} at {commit[:12]}")
+            _git(self.repo, "worktree", "add", "--detach", worktree, commit)
+            env = self._env(worktree)
+            log_path = os.path.join(scratch, "build.log")
+            if self.build_cmd:
+                self.say(f"{ref}: building: {self.build_cmd}")
+                with open(log_path, "wb") as log:
+                    done = subprocess.run(self.build_cmd, shell=True, cwd=worktree, env=env,
+                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+                if done.returncode != 0:
+                    with open(log_path, "rb") as log:
+                        tail = tail_text(log.read(), max_lines=5)
+                    raise BadInput(f"build command exited with {done.returncode}; last lines:\n{tail}",
+                                   f"{ref} ({commit[:12]})")
+            results = os.path.join(scratch, "results.json")
+            self.say(f"{ref}: surveying ({self.survey.stack})")
+            with open(os.path.join(scratch, "survey.log"), "wb") as log:
+                done = subprocess.run([sys.executable, "-m", "flagos_doctor", *survey_argv(self.survey, results)],
+                                      cwd=os.getcwd(), env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                      stderr=subprocess.STDOUT)
+            if not os.path.isfile(results):
+                with open(os.path.join(scratch, "survey.log"), "rb") as log:
+                    tail = tail_text(log.read(), max_lines=5)
+                raise BadInput(f"the survey wrote no results (exit {done.returncode}); last lines:\n{tail}",
+                               f"{ref} ({commit[:12]})")
+            document = load_results(results)
+            path = self.store.file(SURVEY_KIND, commit, fingerprint(document), results)
+            self.say(f"{ref}: filed as {path}")
+            return Arm(ref=ref, path=path, document=document, source="built", commit=commit)
+        finally:
+            _git(self.repo, "worktree", "remove", "--force", worktree, check=False)
+            shutil.rmtree(scratch, ignore_errors=True)
+            _git(self.repo, "worktree", "prune", check=False)

@@ -1,0 +1,101 @@
+"""``flagos-doctor survey --compare A B``: find (or build) both arms, diff them, render.
+
+Exit codes: 0 nothing regressed (per ``--fail-on``), 1 a regression, 2 bad input: an arm
+that cannot be found or read, or runs that are not comparable (without ``--force``).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+
+from flagos_doctor.compare import arms as arms_mod
+from flagos_doctor.compare import markdown, terminal
+from flagos_doctor.compare.diff import compare, exit_code
+from flagos_doctor.errors import BadInput
+from flagos_doctor.files import atomic_write_text, dump_json, write_json
+from flagos_doctor.options import CompareOptions, SurveyOptions
+from flagos_doctor.store import Store
+
+FAIL_ON = ("any", "regression", "never")
+
+
+def obtain_arm(ref: str, store: Store, options: CompareOptions, builder=None) -> arms_mod.Arm:
+    """The arm for ``ref``: a file, a stored run, or (with ``--repo``) a commit built now."""
+    if builder is not None and arms_mod.find_in_store(store, ref) is None:
+        return builder.arm(ref)
+    return arms_mod.resolve(store, ref)
+
+
+def load_arms(options: CompareOptions, say=None) -> tuple[arms_mod.Arm, arms_mod.Arm]:
+    """Both arms of ``options``, building missing ones when ``--repo`` is given."""
+    if options.build_cmd and not options.repo:
+        raise BadInput("--build-cmd needs --repo (the checkout to build the commits from)")
+    store = Store(options.store)
+    builder = None
+    if options.repo:
+        from flagos_doctor.compare.build import Builder
+
+        builder = Builder(options.repo, options.build_cmd, options.survey or SurveyOptions(), store, say=say)
+    return obtain_arm(options.a, store, options, builder), obtain_arm(options.b, store, options, builder)
+
+
+def build_comparison(options: CompareOptions, say=None) -> dict:
+    """The comparison document for ``options`` (arms found or built); never refuses."""
+    arm_a, arm_b = load_arms(options, say=say)
+    comparison = compare(arm_a.document, arm_b.document, label_a=options.a, label_b=options.b, force=options.force)
+    comparison["arms"]["a"].update(arm_a.describe())
+    comparison["arms"]["b"].update(arm_b.describe())
+    return comparison
+
+
+def _short(value, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _refusal(comparison: dict) -> dict:
+    keep = ("schema", "comparable", "differences", "census_sha256", "arms")
+    return {**{k: comparison[k] for k in keep}, "refused": True}
+
+
+def _emit(options: CompareOptions, comparison: dict, stderr: Console) -> None:
+    to_stdout = False
+    if options.json_path:
+        if options.json_path == "-":
+            sys.stdout.write(dump_json(comparison))
+            to_stdout = True
+        else:
+            write_json(options.json_path, comparison)
+    if options.markdown_path:
+        text = markdown.render(comparison)
+        if options.markdown_path == "-":
+            sys.stdout.write(text)
+            to_stdout = True
+        else:
+            atomic_write_text(options.markdown_path, text)
+    if not options.quiet:
+        terminal.render(comparison, stderr if to_stdout else Console())
+
+
+def run(options: CompareOptions) -> int:
+    if options.fail_on not in FAIL_ON:
+        raise BadInput(f"--fail-on must be one of {', '.join(FAIL_ON)}, not {options.fail_on!r}")
+    stderr = Console(stderr=True)
+    comparison = build_comparison(options, say=None if not options.quiet else (lambda line: None))
+    diffs = comparison["differences"]
+    if diffs and not options.force:
+        refusal = _refusal(comparison)
+        if options.json_path:
+            if options.json_path == "-":
+                sys.stdout.write(dump_json(refusal))
+            else:
+                write_json(options.json_path, refusal)
+        fields = ", ".join(f"{d['field']} ({_short(d['a'])} vs {_short(d['b'])})" for d in diffs)
+        raise BadInput(f"runs are not comparable: {fields}; --force compares anyway", f"{options.a} vs {options.b}")
+    if diffs:
+        fields = ", ".join(d["field"] for d in diffs)
+        stderr.print(f"[bold yellow]warning:[/] runs are not comparable ({fields} differ); comparing anyway (--force)")
+    _emit(options, comparison, stderr)
+    return exit_code(comparison, options.fail_on)

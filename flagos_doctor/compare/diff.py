@@ -1,0 +1,244 @@
+"""The comparison of two survey results documents: a pure function, no I/O.
+
+:func:`compare` takes two documents of schema ``flagos-doctor/survey/1`` and returns a
+document of schema ``flagos-doctor/compare/1``::
+
+    comparable        bool: every field of COMPARABILITY agrees
+    differences       [{field, a, b}]: the comparability fields that differ
+    census_identical  bool: both census digests present and equal
+    census_sha256     {a, b}
+    summary           {rows: [{name, a, b, delta}], a: {...}, b: {...}}
+    transitions       [{overload, from, to, kind, mark}]: verdict changes, regressions first
+    cases_changed     [{overload, profile, from: {status, route}|null, to: ..., regression}]
+    regressions       number of overloads that regressed
+    fixes, changes    numbers of overloads fixed / otherwise changed
+    unchanged         number of overloads whose verdict and cases are all unchanged
+    arms              {a: {...}, b: {...}}: label and provenance highlights of each run
+
+Rules (the survey's words, :mod:`flagos_doctor.survey.model`):
+
+* an overload *regressed* when its verdict got worse (by ``VERDICT_RANK``), when it became
+  FAILED from anything else (``newly failing``, including an overload new in B), or when
+  one of its cases went from PASS to anything else;
+* it is *fixed* when its verdict got better (and is not FAILED);
+* any other verdict change (to or from NO_SCHEMA, PENDING, or an overload present in one
+  arm only) is a plain *change*.
+"""
+
+from __future__ import annotations
+
+from flagos_doctor.survey.model import FAILED, PASS, VERDICT_RANK, VERDICTS
+
+COMPARE_SCHEMA = "flagos-doctor/compare/1"
+
+#: What must agree for two runs to be comparable: (field name, paths in the document
+#: tried in order). The first path present wins, so older or newer provenance layouts
+#: still read.
+COMPARABILITY = (
+    ("route_set_sha256", (("provenance", "route_set_sha256"), ("comparable", "route_set_sha256"))),
+    ("harness_version", (("provenance", "harness_version"), ("comparable", "harness_version"))),
+    ("profiles", (("provenance", "spec", "profiles"), ("spec", "profiles"))),
+    ("tolerances", (("provenance", "spec", "tolerances"), ("spec", "tolerances"))),
+    ("device_type", (("provenance", "device", "type"), ("provenance", "device_type"), ("comparable", "device"))),
+    ("stack", (("provenance", "stack"), ("comparable", "stack"))),
+)
+
+#: Provenance shown beside the summary (informational: they may differ).
+CONTEXT = (
+    ("store key", (("provenance", "store_key"), ("comparable", "store_key"))),
+    ("torch_fl version", (("provenance", "torch_fl", "version"),)),
+    ("torch_fl commit", (("provenance", "torch_fl", "commit"),)),
+    ("torch_fl dirty", (("provenance", "torch_fl", "dirty"),)),
+    ("torch_fl extension md5", (("provenance", "torch_fl", "extension_md5"),)),
+    ("torch", (("provenance", "versions", "torch"), ("provenance", "torch"))),
+    ("flag_gems", (("provenance", "versions", "flag_gems"), ("provenance", "flag_gems"))),
+    ("triton", (("provenance", "versions", "triton"), ("provenance", "triton"))),
+    ("python", (("provenance", "versions", "python"), ("provenance", "python"))),
+    ("device", (("provenance", "device", "name"), ("provenance", "device_name"))),
+    ("device count", (("provenance", "device", "count"),)),
+    ("conf", (("provenance", "conf", "path"),)),
+    ("conf sha256", (("provenance", "conf", "sha256"),)),
+    ("spec sha256", (("provenance", "spec_sha256"), ("comparable", "spec_sha256"))),
+    ("started", (("provenance", "started"),)),
+    ("finished", (("provenance", "finished"),)),
+)
+
+_MISSING = object()
+
+
+def lookup(document: dict, paths) -> object:
+    """The value at the first of ``paths`` present in ``document``, else None."""
+    for path in paths:
+        node = document
+        for key in path:
+            if isinstance(node, dict) and key in node:
+                node = node[key]
+            else:
+                node = _MISSING
+                break
+        if node is not _MISSING:
+            return node
+    return None
+
+
+def differences(a: dict, b: dict) -> list[dict]:
+    """The comparability fields on which ``a`` and ``b`` disagree: ``[{field, a, b}]``."""
+    found = []
+    for name, paths in COMPARABILITY:
+        va, vb = lookup(a, paths), lookup(b, paths)
+        if va != vb:
+            found.append({"field": name, "a": va, "b": vb})
+    return found
+
+
+def _cases_by_profile(entry: dict | None) -> dict:
+    cases = (entry or {}).get("cases") or []
+    return {case.get("profile"): case for case in cases if isinstance(case, dict)}
+
+
+def _case_view(case: dict | None) -> dict | None:
+    if case is None:
+        return None
+    return {"status": case.get("status"), "route": case.get("route")}
+
+
+def classify(before: str | None, after: str | None) -> tuple[str, str]:
+    """``(kind, mark)`` of a verdict change ``before -> after`` (None: absent from that arm).
+
+    kind is ``regression``, ``fix`` or ``change``; mark is ``newly failing``, ``worse``,
+    ``better``, ``added``, ``removed`` or ``changed``.
+    """
+    if after == FAILED and before != FAILED:
+        return "regression", "newly failing"
+    if before in VERDICT_RANK and after in VERDICT_RANK:
+        if VERDICT_RANK[after] < VERDICT_RANK[before]:
+            return "regression", "worse"
+        return "fix", "better"
+    if before is None:
+        return "change", "added"
+    if after is None:
+        return "change", "removed"
+    return "change", "changed"
+
+
+def _census_counts(document: dict) -> dict:
+    """Case counts by status and by route, from the cases themselves."""
+    statuses: dict = {}
+    routes: dict = {}
+    cases = 0
+    for entry in (document.get("overloads") or {}).values():
+        for case in (entry or {}).get("cases") or []:
+            cases += 1
+            statuses[case.get("status")] = statuses.get(case.get("status"), 0) + 1
+            routes[case.get("route")] = routes.get(case.get("route"), 0) + 1
+    return {"cases": cases, "statuses": statuses, "routes": routes}
+
+
+def _summary_rows(a: dict, b: dict) -> dict:
+    sa, sb = a.get("summary") or {}, b.get("summary") or {}
+    ca, cb = _census_counts(a), _census_counts(b)
+    rows = []
+
+    def row(name, va, vb):
+        delta = vb - va if isinstance(va, int) and isinstance(vb, int) else None
+        rows.append({"name": name, "a": va, "b": vb, "delta": delta})
+
+    for key in ("registered", "tested", "basic", "strict"):
+        row(key, sa.get(key), sb.get(key))
+    va_verdicts, vb_verdicts = sa.get("verdicts") or {}, sb.get("verdicts") or {}
+    for verdict in list(VERDICTS) + sorted((set(va_verdicts) | set(vb_verdicts)) - set(VERDICTS)):
+        row(f"verdict {verdict}", va_verdicts.get(verdict, 0), vb_verdicts.get(verdict, 0))
+    row("cases", ca["cases"], cb["cases"])
+    st_a = sa.get("statuses") or ca["statuses"]
+    st_b = sb.get("statuses") or cb["statuses"]
+    for status in sorted(set(st_a) | set(st_b), key=str):
+        row(f"cases {status}", st_a.get(status, 0), st_b.get(status, 0))
+    for route in sorted(set(ca["routes"]) | set(cb["routes"]), key=str):
+        row(f"route {route}", ca["routes"].get(route, 0), cb["routes"].get(route, 0))
+    if "fallback_passes" in sa or "fallback_passes" in sb:
+        row("PASS via cpu_fallback", sa.get("fallback_passes", 0), sb.get("fallback_passes", 0))
+    return {"rows": rows, "a": sa, "b": sb}
+
+
+_KIND_ORDER = {"regression": 0, "fix": 1, "change": 2}
+
+
+def compare(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B", force: bool = False) -> dict:
+    """Compare results documents ``a`` and ``b``; return the comparison document.
+
+    Never raises on a well-formed pair: refusing incomparable runs is the caller's choice
+    (``comparable`` and ``differences`` say why); ``force`` is only recorded.
+    """
+    diffs = differences(a, b)
+    over_a = a.get("overloads") or {}
+    over_b = b.get("overloads") or {}
+    transitions = []
+    cases_changed = []
+    regressed, fixed, changed, unchanged = set(), set(), set(), 0
+    for name in sorted(set(over_a) | set(over_b)):
+        entry_a, entry_b = over_a.get(name), over_b.get(name)
+        verdict_a = entry_a.get("verdict") if entry_a is not None else None
+        verdict_b = entry_b.get("verdict") if entry_b is not None else None
+        overload_changed = False
+        if verdict_a != verdict_b:
+            kind, mark = classify(verdict_a, verdict_b)
+            transitions.append({"overload": name, "from": verdict_a, "to": verdict_b, "kind": kind, "mark": mark})
+            {"regression": regressed, "fix": fixed, "change": changed}[kind].add(name)
+            overload_changed = True
+        cases_a, cases_b = _cases_by_profile(entry_a), _cases_by_profile(entry_b)
+        profiles = list(cases_a) + [p for p in cases_b if p not in cases_a]
+        for profile in profiles:
+            view_a, view_b = _case_view(cases_a.get(profile)), _case_view(cases_b.get(profile))
+            if view_a == view_b:
+                continue
+            went_bad = bool(view_a and view_a["status"] == PASS and (view_b is None or view_b["status"] != PASS))
+            cases_changed.append(
+                {"overload": name, "profile": profile, "from": view_a, "to": view_b, "regression": went_bad}
+            )
+            overload_changed = True
+            if went_bad:
+                regressed.add(name)
+        if not overload_changed:
+            unchanged += 1
+    # An overload whose verdict is unchanged (or even "better") but lost a PASS case is a
+    # regression too; its transition, if any, then sorts with the regressions.
+    for transition in transitions:
+        if transition["overload"] in regressed and transition["kind"] != "regression":
+            fixed.discard(transition["overload"])
+            changed.discard(transition["overload"])
+            transition["kind"] = "regression"
+            transition["mark"] += ", lost a PASS case"
+    transitions.sort(key=lambda t: (_KIND_ORDER[t["kind"]], t["overload"]))
+    cases_changed.sort(key=lambda c: (not c["regression"], c["overload"], str(c["profile"])))
+    digest_a, digest_b = a.get("census_sha256"), b.get("census_sha256")
+    return {
+        "schema": COMPARE_SCHEMA,
+        "comparable": not diffs,
+        "forced": bool(force and diffs),
+        "differences": diffs,
+        "census_identical": bool(digest_a) and digest_a == digest_b,
+        "census_sha256": {"a": digest_a, "b": digest_b},
+        "summary": _summary_rows(a, b),
+        "transitions": transitions,
+        "cases_changed": cases_changed,
+        "regressions": len(regressed),
+        "regressed_overloads": sorted(regressed),
+        "case_regressions": sum(1 for c in cases_changed if c["regression"]),
+        "fixes": len(fixed),
+        "changes": len(changed),
+        "unchanged": unchanged,
+        "arms": {
+            "a": {"label": label_a, "context": {name: lookup(a, paths) for name, paths in CONTEXT}},
+            "b": {"label": label_b, "context": {name: lookup(b, paths) for name, paths in CONTEXT}},
+        },
+    }
+
+
+def exit_code(comparison: dict, fail_on: str) -> int:
+    """0 or 1 for ``--fail-on any|regression|never``."""
+    if fail_on == "never":
+        return 0
+    if fail_on == "any":
+        changed = comparison["transitions"] or comparison["cases_changed"] or not comparison["census_identical"]
+        return 1 if changed else 0
+    return 1 if comparison["regressions"] else 0
