@@ -6,6 +6,7 @@ that cannot be found or read, or runs that are not comparable (without ``--force
 
 from __future__ import annotations
 
+import json
 import sys
 
 from rich.console import Console
@@ -97,5 +98,6 @@ def run(options: CompareOptions) -> int:
     if diffs:
         fields = ", ".join(d["field"] for d in diffs)
         stderr.print(f"[bold yellow]warning:[/] runs are not comparable ({fields} differ); comparing anyway (--force)")
-    _emit(options, comparison, stderr)
+    # Every format renders from exactly what --json writes (same key order too).
+    _emit(options, json.loads(dump_json(comparison)), stderr)
     return exit_code(comparison, options.fail_on)

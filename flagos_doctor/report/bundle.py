@@ -1,0 +1,231 @@
+"""The report's JSON bundle (schema ``flagos-doctor/report/1``): every part, collected.
+
+:func:`collect` gathers the pieces (each one guarded: a piece that fails becomes an
+``error`` string in the bundle and a line in ``problems``, never an exception);
+:func:`template_fields` is a pure function of the bundle giving the fields of Torch-FL's
+bug-report template. The Markdown (:mod:`.markdown`) renders from the bundle alone.
+
+Keys: ``schema``, ``generated``, ``flagos_doctor``, ``stack`` {modules, device_type},
+``environment`` {python, packages, torch, stack, errors, child_end, tools, toolkits},
+``runtime_config`` [{name, value | redacted}], ``template`` [{field, value}],
+``probe`` {outcome, imports, phases, findings, probes, ...} | {error},
+optionally ``survey`` and ``compare``, and ``problems`` [str].
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+
+from flagos_doctor import __version__
+from flagos_doctor.errors import BadInput
+from flagos_doctor.options import CompareOptions, ProbeOptions, ReportOptions
+from flagos_doctor.report import environment
+
+REPORT_SCHEMA = "flagos-doctor/report/1"
+
+#: What each ``--stack`` imports in the env child, and its device type (None: ask it).
+STACKS = {
+    "demo": (["flagos_doctor.demo"], "flagos"),
+    "torch_fl": (["torch_fl"], "flagos"),
+    "flag_gems": (["flag_gems"], None),
+}
+
+
+def stack_modules(options: ReportOptions) -> tuple[list[str] | None, str | None]:
+    """(modules to import, device type) for the env child; (None, None): torch_fl if found."""
+    if options.imports:
+        return list(options.imports), None
+    if options.stack:
+        return STACKS.get(options.stack, ([options.stack], None))
+    return None, None
+
+
+def _probe_summary(document: dict) -> dict:
+    """The probe document without its event stream (kept as a count)."""
+    summary = {k: v for k, v in document.items() if k != "events"}
+    summary["event_count"] = len(document.get("events") or [])
+    return summary
+
+
+def probe_piece(options: ReportOptions) -> dict:
+    try:
+        from flagos_doctor.probe.runner import run_probe
+    except ImportError as exc:
+        return {"error": f"the probe is not available in this flagos-doctor: {exc}"}
+    probe_options = ProbeOptions(
+        imports=list(options.imports), stack=options.stack, python=options.python, timeout=options.timeout,
+        quiet=True,
+    )
+    try:
+        return _probe_summary(run_probe(probe_options))
+    except BadInput as exc:
+        return {"error": str(exc)}
+    except Exception as exc:  # a bug in the probe must not cost the user the report
+        return {"error": f"the probe failed: {type(exc).__name__}: {exc}"}
+
+
+def survey_piece(path: str) -> dict:
+    from flagos_doctor.compare.arms import load_results
+    from flagos_doctor.compare.diff import CONTEXT, lookup
+
+    try:
+        document = load_results(path)
+    except BadInput as exc:
+        return {"path": path, "error": str(exc)}
+    overloads = document.get("overloads") or {}
+    failing = {
+        name: entry.get("verdict")
+        for name, entry in sorted(overloads.items())
+        if entry.get("verdict") in ("FAILED", "BASIC_ONLY")
+    }
+    provenance = document.get("provenance") or {}
+    return {
+        "path": os.path.abspath(path),
+        "summary": document.get("summary"),
+        "census_sha256": document.get("census_sha256"),
+        "stack": provenance.get("stack"),
+        "harness_version": provenance.get("harness_version"),
+        "context": {name: lookup(document, paths) for name, paths in CONTEXT},
+        "not_strict": failing,
+    }
+
+
+def compare_piece(options: ReportOptions) -> dict:
+    from flagos_doctor.compare.command import build_comparison
+
+    a, b = options.compare
+    try:
+        return build_comparison(CompareOptions(a=a, b=b, store=options.store, force=True))
+    except BadInput as exc:
+        return {"error": str(exc), "arms": {"a": {"label": a}, "b": {"label": b}}}
+
+
+def _first(*values):
+    for value in values:
+        if value:
+            return value
+    return None
+
+
+def template_fields(bundle: dict) -> list[dict]:
+    """The fields of Torch-FL's bug-report template, from the bundle alone."""
+    env = bundle.get("environment") or {}
+    errors = env.get("errors") or {}
+    py = env.get("python") or {}
+    packages = env.get("packages") or {}
+    torch = env.get("torch") or {}
+    stack = env.get("stack") or {}
+    accel = stack.get("accelerator") or {}
+
+    def package(name: str) -> str:
+        entry = packages.get(name)
+        if entry is None:
+            return errors.get("packages") or f"not collected: {name}"
+        if not entry.get("found"):
+            return f"not found: {name}" + (f" ({entry['why']})" if entry.get("why") and "not importable" not in entry["why"] else "")
+        return entry.get("version") or f"{name} installed at {entry.get('location')}, version unknown"
+
+    platform = py.get("platform") or errors.get("python") or "not collected"
+    if py.get("os"):
+        platform += f" ({py['os']})"
+    if accel.get("count"):
+        platform += f"; accelerator: {accel.get('name') or accel.get('type')} x{accel['count']} ({accel.get('type')})"
+    elif "stack" in errors:
+        platform += f"; accelerator: unknown ({errors['stack']})"
+    elif stack:
+        platform += f"; accelerator: none found (device type {accel.get('type') or accel.get('privateuse1')})"
+    python = f"{py['version']} ({py.get('executable')})" if py.get("version") else (errors.get("python") or "not collected")
+    if torch.get("version"):
+        pytorch = f"{torch['version']} ({torch.get('build')} build"
+        pytorch += f", vendor suffix {torch['vendor_suffix']})" if torch.get("vendor_suffix") else ", no vendor suffix)"
+    else:
+        pytorch = (errors.get("torch") or package("torch"))
+        if packages.get("torch", {}).get("version"):
+            pytorch = f"{packages['torch']['version']} (import failed: {errors.get('torch')})"
+    fl = packages.get("torch_fl") or {}
+    if fl.get("found"):
+        parts = [fl.get("version") or "version unknown"]
+        if fl.get("commit"):
+            parts.append(f"commit {fl['commit'][:12]}")
+        if fl.get("branch"):
+            parts.append(f"branch {fl['branch']}")
+        if fl.get("dirty") is not None:
+            parts.append("dirty" if fl["dirty"] else "clean")
+        if not fl.get("commit"):
+            parts.append("commit unknown (no direct_url.json commit, not in a git checkout)")
+        parts.append(f"extension md5 {fl['extension_md5']}" if fl.get("extension_md5") else "no compiled extension found")
+        torch_fl = ", ".join(parts)
+    else:
+        torch_fl = package("torch_fl")
+    runtimes = []
+    if torch.get("cuda"):
+        runtimes.append(f"CUDA {torch['cuda']} (torch build)")
+    if torch.get("hip"):
+        runtimes.append(f"HIP {torch['hip']} (torch build)")
+    for tool in env.get("tools") or []:
+        if tool.get("cuda_version") and tool.get("name") == "nvidia-smi (CUDA)":
+            runtimes.append(f"CUDA {tool['cuda_version']} (driver {tool.get('driver_version')}, nvidia-smi)")
+        if tool.get("cuda_version") and tool.get("name") == "nvcc":
+            runtimes.append(f"CUDA {tool['cuda_version']} (nvcc)")
+    missing = []
+    for kit in env.get("toolkits") or []:
+        if kit.get("found"):
+            runtimes.append(f"{kit['name']} {kit.get('version')} ({kit.get('path')})")
+        else:
+            missing.append(kit["name"])
+    if not any(r.startswith("CUDA") for r in runtimes):
+        missing.insert(0, "CUDA")
+    runtime = "; ".join(runtimes) if runtimes else "none"
+    if missing:
+        runtime += f"; not found: {', '.join(missing)}"
+    config = bundle.get("runtime_config") or []
+    runtime_conf = (
+        ", ".join(f"{v['name']}=<redacted>" if v.get("redacted") else f"{v['name']}={v['value']}" for v in config)
+        or "none of FLAGOS_*, GEMS_*, FLAGGEMS_*, TRITON_*, HF_*, TRANSFORMERS_*, TORCH_DEVICE_BACKEND_AUTOLOAD is set"
+    )
+    return [
+        {"field": "Platform", "value": platform},
+        {"field": "Python Version", "value": python},
+        {"field": "PyTorch Version", "value": pytorch},
+        {"field": "torch_fl Version/Branch", "value": torch_fl},
+        {"field": "CUDA/MACA/CANN/MUSA Version", "value": runtime},
+        {"field": "FlagGems Version", "value": package("flag_gems")},
+        {"field": "Runtime Configuration", "value": runtime_conf},
+    ]
+
+
+def collect(options: ReportOptions) -> dict:
+    """Gather every piece of the report; never raises for a missing or broken piece."""
+    modules, device_type = stack_modules(options)
+    problems = []
+    interpreter = environment.collect_interpreter(options.python, modules, device_type, options.timeout)
+    env = dict(interpreter["steps"])
+    env["errors"] = interpreter["errors"]
+    env["child_end"] = interpreter["end"]
+    env["tools"] = environment.vendor_tools()
+    env["toolkits"] = environment.toolkits()
+    problems += [f"environment ({step}): {why}" for step, why in interpreter["errors"].items()]
+    bundle = {
+        "schema": REPORT_SCHEMA,
+        "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "flagos_doctor": __version__,
+        "stack": {"requested": options.stack, "imports": list(options.imports), "modules": modules,
+                  "device_type": device_type},
+        "environment": env,
+        "runtime_config": environment.runtime_config(),
+    }
+    bundle["probe"] = probe_piece(options)
+    if bundle["probe"].get("error"):
+        problems.append(f"probe: {bundle['probe']['error']}")
+    if options.survey:
+        bundle["survey"] = survey_piece(options.survey)
+        if bundle["survey"].get("error"):
+            problems.append(f"survey: {bundle['survey']['error']}")
+    if options.compare:
+        bundle["compare"] = compare_piece(options)
+        if bundle["compare"].get("error"):
+            problems.append(f"compare: {bundle['compare']['error']}")
+    bundle["template"] = template_fields(bundle)
+    bundle["problems"] = problems
+    return bundle

@@ -1,0 +1,277 @@
+"""Child side of ``flagos-doctor report``: what the chosen interpreter has installed.
+
+Run as ``python -m flagos_doctor.report.envchild STACK_JSON`` by :mod:`.environment`, with
+the standard library alone until the steps that import torch and the stack. Each step
+announces itself (``{"begin": step}``) and then sends what it found (``{"step": step,
+"data": {...}}``) straight over the record channel, so a stack that aborts or segfaults
+on import still leaves every earlier step with the parent, and the parent knows which step
+was under way.
+
+Steps, in order of risk:
+
+1. ``python``: interpreter, platform, OS release;
+2. ``packages``: versions of torch, torch_fl, flag_gems, triton, transformers, ... from
+   their distributions' metadata, without importing them; for torch_fl also PEP 610's
+   ``direct_url.json``, the git commit, branch and dirty flag of its checkout, and the md5
+   of its compiled extension;
+3. ``torch``: ``import torch``: build kind (CUDA / HIP / CPU), vendor suffix, native
+   ``torch.cuda`` answers;
+4. ``stack``: imports the stack's modules in order, then reads the accelerator it offers
+   (PrivateUse1 backend name, device count, device name).
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import importlib
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+
+from flagos_doctor.channel import ChildChannel
+
+#: Top-level modules whose versions the report gives, in the report's order.
+PACKAGES = ("torch", "torch_fl", "flag_gems", "triton", "transformers", "torch_musa", "torch_npu", "numpy")
+
+GIT_TIMEOUT = 10
+
+
+def _os_release() -> str | None:
+    try:
+        with open("/etc/os-release", encoding="utf-8") as handle:
+            fields = dict(line.rstrip("\n").split("=", 1) for line in handle if "=" in line)
+        return fields.get("PRETTY_NAME", "").strip('"') or None
+    except OSError:
+        return None
+
+
+def step_python() -> dict:
+    return {
+        "executable": sys.executable,
+        "version": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "os": _os_release() or platform.system(),
+        "kernel": platform.release(),
+    }
+
+
+def _find(module: str) -> tuple[str | None, str | None]:
+    """(location, error) of a top-level module, without importing it."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except Exception as exc:  # a blocking finder, a broken namespace package
+        return None, f"{type(exc).__name__}: {exc}"
+    if spec is None:
+        return None, None
+    if spec.submodule_search_locations:
+        return list(spec.submodule_search_locations)[0], None
+    return spec.origin, None
+
+
+def _distribution(module: str):
+    from importlib import metadata
+
+    names = metadata.packages_distributions().get(module) or [module, module.replace("_", "-")]
+    for name in names:
+        try:
+            return metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _git(folder: str, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", folder, *args], capture_output=True, text=True,
+                              timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _checkout(folder: str) -> dict:
+    """Commit, branch and dirty flag of the git checkout holding ``folder``, if any."""
+    top = _git(folder, "rev-parse", "--show-toplevel")
+    if not top:
+        return {}
+    status = _git(top, "status", "--porcelain", "--untracked-files=no")
+    return {
+        "checkout": top,
+        "commit": _git(top, "rev-parse", "HEAD"),
+        "branch": _git(top, "rev-parse", "--abbrev-ref", "HEAD"),
+        "dirty": None if status is None else bool(status),
+    }
+
+
+def _md5(path: str) -> str:
+    digest = hashlib.md5()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def torch_fl_details(location: str, dist) -> dict:
+    """Where torch_fl came from: PEP 610 direct_url.json, its checkout, its extension's md5."""
+    details: dict = {}
+    direct = None
+    if dist is not None:
+        try:
+            text = dist.read_text("direct_url.json")
+            direct = json.loads(text) if text else None
+        except (OSError, ValueError):
+            direct = None
+    details["direct_url"] = direct
+    source = None
+    if direct:
+        vcs = direct.get("vcs_info") or {}
+        if vcs.get("commit_id"):
+            details.update(commit=vcs["commit_id"], branch=vcs.get("requested_revision"), dirty=False,
+                           commit_source="direct_url.json vcs_info")
+        url = direct.get("url", "")
+        if url.startswith("file://") and (direct.get("dir_info") or {}).get("editable"):
+            source = url[len("file://"):]
+    # An editable install, or a checkout on PYTHONPATH: ask git about the folder itself.
+    for folder in (source, location):
+        if folder and os.path.isdir(folder) and "commit" not in details:
+            found = _checkout(folder)
+            if found.get("commit"):
+                details.update(found, commit_source=f"git checkout {found['checkout']}")
+    extensions = sorted(glob.glob(os.path.join(location, "_C*.so")) + glob.glob(os.path.join(location, "_C*.pyd")))
+    if extensions:
+        details["extension"] = os.path.basename(extensions[0])
+        details["extension_md5"] = _md5(extensions[0])
+    else:
+        details["extension"] = None
+    return details
+
+
+def step_packages() -> dict:
+    found = {}
+    for module in PACKAGES:
+        location, error = _find(module)
+        if location is None:
+            found[module] = {"found": False, "why": error or f"{module} is not importable by {sys.executable}"}
+            continue
+        entry = {"found": True, "location": location}
+        dist = None
+        try:
+            dist = _distribution(module)
+        except Exception as exc:
+            entry["metadata_error"] = f"{type(exc).__name__}: {exc}"
+        if dist is not None:
+            entry["version"] = dist.version
+            entry["distribution"] = dist.metadata["Name"]
+        else:
+            entry["version"] = None
+        if module == "torch_fl" and os.path.isdir(location):
+            entry.update(torch_fl_details(location, dist))
+        found[module] = entry
+    return found
+
+
+def step_torch() -> dict:
+    import torch
+
+    version = torch.__version__
+    cuda = getattr(torch.version, "cuda", None)
+    hip = getattr(torch.version, "hip", None)
+    if hip:
+        build = f"HIP {hip}"
+    elif cuda:
+        build = f"CUDA {cuda}"
+    else:
+        build = "CPU"
+    data = {
+        "version": str(version),
+        "build": build,
+        "cuda": cuda,
+        "hip": hip,
+        "vendor_suffix": str(version).partition("+")[2] or None,
+        "git_version": getattr(torch.version, "git_version", None),
+        "debug": bool(getattr(torch.version, "debug", False)),
+    }
+    try:
+        data["cudnn"] = torch.backends.cudnn.version() if cuda else None
+    except Exception:
+        data["cudnn"] = None
+    try:
+        data["cuda_available_native"] = bool(torch.cuda.is_available())
+        data["cuda_device_count_native"] = int(torch.cuda.device_count())
+    except Exception as exc:
+        data["cuda_error"] = f"{type(exc).__name__}: {exc}"
+    return data
+
+
+def _accelerator(device_type: str | None) -> dict:
+    import torch
+
+    info: dict = {"privateuse1": torch._C._get_privateuse1_backend_name()}
+    candidates = [device_type] if device_type else []
+    if info["privateuse1"] != "privateuseone":
+        candidates.append(info["privateuse1"])
+    candidates.append("cuda")
+    for kind in candidates:
+        module = getattr(torch, kind, None)
+        if module is None or not hasattr(module, "device_count"):
+            continue
+        try:
+            count = int(module.device_count())
+        except Exception as exc:
+            info.setdefault("errors", []).append(f"torch.{kind}.device_count(): {type(exc).__name__}: {exc}")
+            continue
+        info.update(type=kind, count=count)
+        if count and hasattr(module, "get_device_name"):
+            try:
+                info["name"] = str(module.get_device_name(0))
+            except Exception as exc:
+                info["name_error"] = f"torch.{kind}.get_device_name(0): {type(exc).__name__}: {exc}"
+        if count:
+            break
+    return info
+
+
+def step_stack(modules: list[str], device_type: str | None) -> dict:
+    imported = []
+    last = None
+    for module in modules:
+        last = importlib.import_module(module)
+        imported.append(module)
+    data = {"imported": imported}
+    if device_type is None and last is not None and callable(getattr(last, "setup", None)):
+        # A survey stack module: setup() enables it and names its device.
+        device_type = str(last.setup()).split(":")[0]
+        data["setup"] = device_type
+    if "flag_gems" in modules and device_type is None:
+        device_type = getattr(sys.modules["flag_gems"], "device", None)
+    data["accelerator"] = _accelerator(device_type)
+    return data
+
+
+def main() -> None:
+    channel = ChildChannel.from_env()
+    request = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    steps = [("python", step_python), ("packages", step_packages), ("torch", step_torch)]
+    if request.get("modules") is None:
+        # As the probe's default: torch_fl when it can be found, else no stack at all.
+        request["modules"] = ["torch_fl"] if _find("torch_fl")[0] else []
+    if request["modules"]:
+        steps.append(("stack", lambda: step_stack(request["modules"], request.get("device_type"))))
+    for name, function in steps:
+        channel.emit({"begin": name})
+        try:
+            channel.emit({"step": name, "data": function()})
+        except BaseException as exc:  # a broken piece is reported, never fatal
+            channel.emit({"step": name, "error": f"{type(exc).__name__}: {exc}"})
+            if name == "torch":
+                break  # without torch there is no stack to import
+
+
+if __name__ == "__main__":
+    main()

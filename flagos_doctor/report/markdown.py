@@ -1,0 +1,170 @@
+"""The report bundle as Markdown for a GitHub issue. Renders from the bundle alone.
+
+The first table carries the fields of Torch-FL's bug-report template, so the text can be
+pasted into the issue form as is; long parts (package list, vendor tools, probe detail,
+survey and comparison) sit in ``<details>`` blocks.
+"""
+
+from __future__ import annotations
+
+from flagos_doctor.compare import markdown as compare_markdown
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "—"
+    return str(value).replace("|", "\\|").replace("\n", "<br>")
+
+
+def _details(summary: str, body: list[str]) -> list[str]:
+    return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
+
+
+def _environment(bundle: dict) -> list[str]:
+    env = bundle.get("environment") or {}
+    py = env.get("python") or {}
+    torch = env.get("torch") or {}
+    stack = env.get("stack") or {}
+    errors = env.get("errors") or {}
+    rows = ["| | |", "|---|---|"]
+    for key in ("platform", "os", "kernel", "machine", "executable", "version"):
+        if py.get(key):
+            rows.append(f"| python {key} | {_cell(py[key])} |" if key in ("executable", "version") else f"| {key} | {_cell(py[key])} |")
+    for key in ("version", "build", "vendor_suffix", "git_version", "cudnn", "cuda_available_native", "cuda_device_count_native"):
+        if key in torch:
+            rows.append(f"| torch {key} | {_cell(torch[key])} |")
+    if stack:
+        rows.append(f"| stack imported | {_cell(', '.join(stack.get('imported') or []))} |")
+        for key, value in (stack.get("accelerator") or {}).items():
+            rows.append(f"| accelerator {key} | {_cell(value)} |")
+    for step, why in errors.items():
+        rows.append(f"| **{step}** | {_cell(why)} |")
+    packages = ["| package | version | where |", "|---|---|---|"]
+    for name, entry in (env.get("packages") or {}).items():
+        if entry.get("found"):
+            where = entry.get("location")
+            extra = []
+            for key in ("commit", "branch", "dirty", "extension", "extension_md5", "commit_source"):
+                if entry.get(key) is not None:
+                    extra.append(f"{key}: {entry[key]}")
+            if entry.get("direct_url"):
+                extra.append(f"direct_url: {entry['direct_url'].get('url')}")
+            packages.append(f"| {name} | {_cell(entry.get('version'))} | {_cell(where)}{'<br>' + _cell('; '.join(extra)) if extra else ''} |")
+        else:
+            packages.append(f"| {name} | not found | {_cell(entry.get('why'))} |")
+    tools = ["| tool | result |", "|---|---|"]
+    for tool in env.get("tools") or []:
+        if tool.get("why") and not tool.get("output"):
+            tools.append(f"| {tool['name']} | {_cell(tool['why'])} |")
+        else:
+            head = (tool.get("output") or "").splitlines()
+            tools.append(f"| {tool['name']} | `{_cell(tool['command'])}`: {_cell(' / '.join(head[:3]))} |")
+    for kit in env.get("toolkits") or []:
+        tools.append(f"| {kit['name']} toolkit | {_cell(kit.get('version') if kit.get('found') else kit.get('why'))} |")
+    out = _details("Environment details", rows) + _details("Python packages", packages) + _details("Vendor tools", tools)
+    end = env.get("child_end") or {}
+    if end.get("stderr_tail"):
+        out += _details(f"Environment child {end.get('describe')}: stderr tail", ["```", end["stderr_tail"], "```"])
+    return out
+
+
+def _probe(probe: dict) -> list[str]:
+    out = ["### Probe", ""]
+    if probe.get("error"):
+        return out + [f"The probe could not run: {probe['error']}", ""]
+    findings = probe.get("findings") or []
+    imports = ", ".join(probe.get("imports") or []) if isinstance(probe.get("imports"), list) else probe.get("imports")
+    out += [
+        f"- outcome: **{probe.get('outcome')}**",
+        f"- imports: {_cell(imports)}",
+        f"- phases: {_cell(' → '.join(str(p) for p in probe.get('phases') or []))}",
+        f"- events: {probe.get('event_count', 0)}; findings: {len(findings)}",
+        "",
+    ]
+    for key in ("crash", "error", "signal", "phase_under_way", "stderr_tail"):
+        value = probe.get(key)
+        if value:
+            out += _details(f"probe {key}", ["```", str(value) if not isinstance(value, dict) else "\n".join(f"{k}: {v}" for k, v in value.items()), "```"])
+    if findings:
+        out += ["| severity | kind | probe | message |", "|---|---|---|---|"]
+        for finding in findings:
+            out.append(
+                f"| {_cell(finding.get('severity'))} | {_cell(finding.get('kind'))} | `{_cell(finding.get('probe'))}` | {_cell(finding.get('message'))} |"
+            )
+        out.append("")
+    else:
+        out += ["No findings.", ""]
+    probes = probe.get("probes") or []
+    if probes:
+        rows = ["| probe | original | writers | final |", "|---|---|---|---|"]
+        for entry in probes:
+            writers = entry.get("writers") or []
+            names = ", ".join(
+                f"{w.get('function')} ({w.get('file')}:{w.get('line')})" if isinstance(w, dict) else str(w) for w in writers
+            )
+            final = entry.get("final") or {}
+            rows.append(
+                f"| `{_cell(entry.get('name'))}` | {_cell(entry.get('original'))} | {_cell(names) if names else '—'} | {_cell(final.get('repr') if isinstance(final, dict) else final)} |"
+            )
+        out += _details(f"Watched probes ({len(probes)})", rows)
+    return out
+
+
+def _survey(survey: dict) -> list[str]:
+    out = ["### Survey", ""]
+    if survey.get("error"):
+        return out + [f"The survey file could not be read: {survey['error']}", ""]
+    summary = survey.get("summary") or {}
+    verdicts = ", ".join(f"{k} {v}" for k, v in (summary.get("verdicts") or {}).items())
+    statuses = ", ".join(f"{k} {v}" for k, v in (summary.get("statuses") or {}).items())
+    out += [
+        f"- file: `{survey.get('path')}` (stack {survey.get('stack')}, harness {survey.get('harness_version')})",
+        f"- registered {summary.get('registered')}, tested {summary.get('tested')}, basic {summary.get('basic')}, strict {summary.get('strict')}",
+        f"- verdicts: {verdicts or '—'}",
+        f"- cases: {statuses or '—'}",
+        f"- census sha256: `{survey.get('census_sha256')}`",
+        "",
+    ]
+    context = survey.get("context") or {}
+    rows = ["| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in context.items() if v is not None]
+    if len(rows) > 2:
+        out += _details("Survey provenance", rows)
+    failing = survey.get("not_strict") or {}
+    if failing:
+        out += _details(f"Overloads not STRICT ({len(failing)})", [f"- `{name}`: {verdict}" for name, verdict in failing.items()])
+    return out
+
+
+def _compare(comparison: dict) -> list[str]:
+    if comparison.get("error"):
+        arms = comparison.get("arms") or {}
+        return ["### Survey comparison", "",
+                f"The comparison of `{arms.get('a', {}).get('label')}` and `{arms.get('b', {}).get('label')}` could not be made: {comparison['error']}", ""]
+    return [compare_markdown.render(comparison, heading_level=3)]
+
+
+def render(bundle: dict) -> str:
+    """Markdown text of a report bundle (schema ``flagos-doctor/report/1``)."""
+    out = ["## Environment", "", "| Field | Value |", "|---|---|"]
+    for field in bundle.get("template") or []:
+        out.append(f"| {field['field']} | {_cell(field['value'])} |")
+    out.append("")
+    out += _environment(bundle)
+    config = bundle.get("runtime_config") or []
+    out += ["### Runtime configuration", ""]
+    if config:
+        out += ["```"]
+        out += [f"{v['name']}=<redacted: name says it is a secret>" if v.get("redacted") else f"{v['name']}={v['value']}" for v in config]
+        out += ["```", ""]
+    else:
+        out += ["None of `FLAGOS_*`, `GEMS_*`, `FLAGGEMS_*`, `TRITON_*`, `HF_*`, `TRANSFORMERS_*`, `TORCH_DEVICE_BACKEND_AUTOLOAD` is set.", ""]
+    out += _probe(bundle.get("probe") or {"error": "not collected"})
+    if "survey" in bundle:
+        out += _survey(bundle["survey"])
+    if "compare" in bundle:
+        out += _compare(bundle["compare"])
+    problems = bundle.get("problems") or []
+    if problems:
+        out += _details(f"Pieces that could not be collected ({len(problems)})", [f"- {_cell(p)}" for p in problems])
+    out.append(f"<sub>flagos-doctor {bundle.get('flagos_doctor')} report, {bundle.get('generated')}</sub>")
+    return "\n".join(out).rstrip() + "\n"
