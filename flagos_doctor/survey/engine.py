@@ -1,0 +1,199 @@
+"""The survey's case engine (child side: imports torch).
+
+One case is one overload run with the inputs of one spec profile:
+
+1. synthesise the inputs on the CPU from the ATen schema (:mod:`.synth`), seeded from the
+   overload and profile names, so a fresh worker rebuilds the very same case;
+2. run the CPU reference on a copy (or, for the few overloads with no CPU kernel, an
+   independent reference from :mod:`.references`); a reference that rejects the input
+   makes the case INVALID_CASE, never a failure;
+3. move another copy to the device with ``.to(device)`` and run the overload there; an
+   exception is ERROR (``ExcType: first line``), never raised to the caller;
+4. bring the results back with ``.cpu()`` and judge them (:mod:`.judge`): returned values,
+   ``out=`` buffers and in-place results; random ops on their properties only.
+
+Contract with the worker::
+
+    runner = CaseRunner(device="flagos", spec=load_spec(None))
+    runner.profiles("add.Tensor") -> ["2d-f32", ...]     # NoSchema if torch lacks the overload
+    runner.run_case("add.Tensor", "2d-f32") -> {"status": "PASS", "detail": ""}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+
+import torch
+
+from flagos_doctor.survey import model
+from flagos_doctor.survey import references
+from flagos_doctor.survey.judge import Judge, random_range
+from flagos_doctor.survey.synth import Case, Declined, build_case, clone_tree
+
+#: Longest detail kept for a case (the first line of an exception, a judging reason).
+DETAIL_LIMIT = 300
+
+
+class NoSchema(LookupError):
+    """The installed torch has no such overload."""
+
+    def __init__(self, overload: str, reason: str = ""):
+        super().__init__(f"torch {torch.__version__} has no overload aten::{overload}" + (f" ({reason})" if reason else ""))
+        self.overload = overload
+
+
+def resolve(overload: str):
+    """The OpOverload for a conf name (``abs``, ``add.Tensor``, ``aten::abs.out``); NoSchema if none."""
+    name = overload.split("::", 1)[-1]
+    op, _, variant = name.partition(".")
+    try:
+        packet = getattr(torch.ops.aten, op)
+        return getattr(packet, variant or "default")
+    except (AttributeError, RuntimeError) as exc:
+        raise NoSchema(overload, type(exc).__name__) from None
+
+
+def case_seed(overload: str, profile: str) -> int:
+    """The seed of a case: a digest of its overload and profile names."""
+    digest = hashlib.sha256(f"{overload}\0{profile}".encode()).digest()
+    return int.from_bytes(digest[:6], "big")
+
+
+def describe(exc: BaseException) -> str:
+    """``ExcType: first line of the message``, cut to DETAIL_LIMIT."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first}"[:DETAIL_LIMIT] if first else type(exc).__name__
+
+
+def _result(status: str, detail: str = "") -> dict:
+    return {"status": status, "detail": detail[:DETAIL_LIMIT]}
+
+
+class CaseRunner:
+    """Runs the cases of a survey spec on one device (``"flagos"``, ``"cuda:0"``, ``"cpu"``)."""
+
+    def __init__(self, device: str, spec):
+        self.device = torch.device(device)
+        self.spec = spec
+        self.judge = Judge(spec, self.device.type)
+
+    def profiles(self, overload: str) -> list:
+        """The profile names to run for ``overload``; raises NoSchema if torch lacks it."""
+        resolve(overload)
+        return [profile.name for profile in self.spec.profiles]
+
+    def run_case(self, overload: str, profile: str) -> dict:
+        """Run one case; ``{"status", "detail"}``. Raises NoSchema or KeyError (unknown profile) only."""
+        op = resolve(overload)
+        prof = self.spec.profile(profile)
+        seed = case_seed(overload, profile)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return self._run(op, overload, prof, seed)
+
+    # -- the steps ----------------------------------------------------------------------
+    def _run(self, op, overload: str, profile, seed: int) -> dict:
+        try:
+            case = build_case(op, overload, profile, seed)
+        except Declined as exc:
+            return _result(model.INVALID_CASE, f"synthesis: {exc}")
+        except Exception as exc:  # a derived value the CPU rejects: same as the reference rejecting
+            return _result(model.INVALID_CASE, f"synthesis: {describe(exc)}")
+        names = [arg.name for arg in op._schema.arguments]
+        pristine = _named(names, clone_case(case))
+        reference_case = clone_case(case)
+
+        alternative = references.ALTERNATIVES.get(overload)
+        self._seed(seed)
+        try:
+            if alternative is not None:
+                expected = alternative.run(_named(names, reference_case), reference_case)
+            else:
+                expected = op(*reference_case.args, **reference_case.kwargs)
+        except references.Unverifiable as exc:
+            return _result(model.UNVERIFIABLE, str(exc))
+        except Exception as exc:
+            return _result(model.INVALID_CASE, f"reference: {describe(exc)}")
+
+        try:
+            device_case = self._to_device(case)
+            self._seed(seed)
+            actual = op(*device_case.args, **device_case.kwargs)
+            self._synchronize()
+        except Exception as exc:
+            if alternative is not None and self.device.type == "cpu" and isinstance(exc, NotImplementedError):
+                return _result(model.UNVERIFIABLE,
+                               f"no CPU kernel to run the device arm on (reference: {alternative.source})")
+            return _result(model.ERROR, describe(exc))
+
+        try:
+            problem = self._judge(overload, expected, actual, reference_case, device_case, pristine)
+        except Exception as exc:  # reading results back from the device failed
+            return _result(model.ERROR, f"reading results: {describe(exc)}")
+        if problem:
+            return _result(model.WRONG, problem)
+        if self.spec.is_random(overload):
+            return _result(model.PASS, "random op: device, dtype, shape, finiteness and range checked")
+        return _result(model.PASS, "")
+
+    def _judge(self, overload, expected, actual, reference_case: Case, device_case: Case, pristine: dict):
+        judge = self.judge
+        if self.spec.is_random(overload):
+            problem = judge.random(expected, actual)
+            for slot, name in reference_case.written:
+                problem = problem or judge.random(reference_case.get(slot), device_case.get(slot))
+            return problem or random_range(overload, pristine, actual)
+        problem = judge.results(overload, expected, actual, pristine)
+        if problem:
+            return problem
+        for slot, name in reference_case.written:
+            label = "out" if name == "out" else f"{name} (written)"
+            problem = judge.tensor(reference_case.get(slot), device_case.get(slot), label)
+            if problem:
+                return problem
+        return None
+
+    def _to_device(self, case: Case) -> Case:
+        fresh = clone_case(case)
+        return Case([self._move(v) for v in fresh.args], {k: self._move(v) for k, v in fresh.kwargs.items()},
+                    fresh.written)
+
+    def _move(self, value):
+        if isinstance(value, torch.Tensor):
+            return value.to(self.device)
+        if isinstance(value, torch.device):
+            return self.device
+        if isinstance(value, list):
+            return [self._move(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self._move(v) for v in value)
+        return value
+
+    def _seed(self, seed: int) -> None:
+        # Only the CPU generator and CUDA's: torch.manual_seed would also call a custom
+        # device module's manual_seed_all, which some stacks (the demo's) route back into
+        # torch.manual_seed. Random ops are judged on properties, so their values need no seed.
+        torch.random.default_generator.manual_seed(seed)
+        if self.device.type == "cuda":
+            torch.cuda.manual_seed_all(seed)
+
+    def _synchronize(self) -> None:
+        if self.device.type == "cpu":
+            return
+        module = getattr(torch, self.device.type, None)
+        sync = getattr(module, "synchronize", None)
+        if callable(sync):
+            sync()
+
+
+def clone_case(case: Case) -> Case:
+    return Case([clone_tree(v) for v in case.args], {k: clone_tree(v) for k, v in case.kwargs.items()},
+                case.written)
+
+
+def _named(names: list, case: Case) -> dict:
+    named = dict(zip(names, case.args))
+    named.update(case.kwargs)
+    return named
