@@ -1,0 +1,243 @@
+"""Findings: what the probe's events mean, in words a torch_fl developer recognises.
+
+A pure function of the document (:func:`judge`); each finding has ``kind``, ``severity``
+(error | warning | info), ``probe``, ``message`` and ``events`` (the evidence, by ``seq``).
+Only error-level findings (and crashes, timeouts) make the command exit 1.
+"""
+
+from __future__ import annotations
+
+SEVERITIES = ("error", "warning", "info")
+
+
+def label(where: dict | None) -> str:
+    """``torch_fl/__init__.py:_alias_cuda_to_flagos``, or ``an unknown writer``."""
+    if not where or not where.get("function"):
+        return "an unknown writer"
+    return f"{where['file']}:{where['function']}"
+
+
+def _package(where: dict | None) -> str | None:
+    if not where or not where.get("file"):
+        return None
+    return where["file"].replace("\\", "/").split("/", 1)[0]
+
+
+def _finding(kind, severity, probe, message, events) -> dict:
+    return {"kind": kind, "severity": severity, "probe": probe, "message": message, "events": sorted(set(events))}
+
+
+def _function(phase: str) -> str:
+    return phase.rsplit(":", 1)[-1] if ":" in phase else phase
+
+
+def judge(document: dict) -> list[dict]:
+    """All findings of a probe document, errors first."""
+    events = document.get("events", [])
+    by_seq = {e["seq"]: e for e in events}
+    probes = {p["name"]: p for p in document.get("probes", [])}
+    saved = {s["saves"]: s for s in document.get("saved_originals", [])}
+    found: list[dict] = []
+    found += _import_failed(document)
+    found += _interrupted(document)
+    stale = _stale_guards(events, by_seq, probes, saved, document)
+    found += stale
+    found += _alias_missing(document, stale, events)
+    found += _triton(document, events, by_seq)
+    found += _orphans(document, by_seq)
+    found += _multiple_writers(document, events)
+    found += _disagreements(probes, stale)
+    found += _exercise_failed(document)
+    found.sort(key=lambda f: SEVERITIES.index(f["severity"]))
+    return found
+
+
+def _import_failed(document) -> list[dict]:
+    out = []
+    for outcome in document.get("outcomes", []):
+        if outcome["step"].startswith("import ") and not outcome["ok"]:
+            at = ""
+            frames = outcome.get("traceback") or []
+            if frames:
+                last = frames[-1]
+                at = f" (raised in {last['file']}:{last['function']}, line {last['line']})"
+            seqs = [e["seq"] for e in document.get("events", []) if e.get("step") == outcome["step"]][-3:]
+            out.append(_finding("import-failed", "error", None,
+                                f"{outcome['step']} failed: {outcome.get('error', '').strip()}{at}.", seqs))
+    return out
+
+
+def _interrupted(document) -> list[dict]:
+    info = document.get("interrupted")
+    if not info:
+        return []
+    kind = "timeout" if document.get("outcome") == "timeout" else "crash"
+    last = info.get("last_event")
+    tail = f" The last event was #{last['seq']}: {last['kind']} of {last['probe']} by {label(last['where'])}." if last else ""
+    message = (
+        f"The child {'did not finish' if kind == 'timeout' else 'died'} ({info['reason']}) during "
+        f"phase {info.get('phase') or 'start-up'!r}.{tail} Events up to that moment are kept; "
+        "see the stderr tail."
+    )
+    return [_finding(kind, "error", None, message, [last["seq"]] if last else [])]
+
+
+def _stale_guards(events, by_seq, probes, saved, document) -> list[dict]:
+    """Stack code read a probe after the same stack had redirected it."""
+    out = []
+    for read in events:
+        if read["kind"] != "read" or not read.get("saw") or read["probe"] in {s["probe"] for s in document.get("saved_originals", [])}:
+            continue
+        write = by_seq.get(read["saw"])
+        if write is None or not write.get("writer_known") or write["kind"] != "write":
+            continue
+        reader, writer = read["where"], write["where"]
+        if _package(reader) is None or _package(reader) != _package(writer):
+            continue
+        if (reader.get("file"), reader.get("function")) == (writer.get("file"), writer.get("function")):
+            continue
+        probe = probes.get(read["probe"], {})
+        keep = saved.get(read["probe"])
+        now, before = probe.get("call") or {}, probe.get("original_call") or {}
+        answers_differ = bool(now) and bool(before) and now.get("repr") != before.get("repr")
+        if keep is None and not answers_differ:
+            continue  # a redirect the stack means to use (torch.device in its own kernels), not a guard
+        value = read.get("value") or {}
+        seen = f"the redirected probe ({value.get('defined_at') or value.get('repr')})"
+        answer = ""
+        final = probe.get("final") or {}
+        if probe.get("call", {}).get("ok") and final.get("defined_at") == (read.get("value") or {}).get("defined_at"):
+            answer = f", which answers {probe['call']['repr']}"
+        guard = _function(read["phase"])
+        called_from = f" (in {guard})" if guard not in (reader.get("function"), read["phase"]) else ""
+        later = [e for e in events if e["seq"] > read["seq"] and e.get("phase") == read["phase"] and e["kind"] in ("write", "delete")]
+        consequence = f"; {guard} wrote no watched probe after that (it returned early)" if not later and ":" in read["phase"] else ""
+        message = (
+            f"{label(reader)}{called_from} read {read['probe']} at line {reader['line']} after "
+            f"{label(writer)} (line {writer['line']}) had redirected it; it saw {seen}{answer}{consequence}."
+        )
+        evidence = [write["seq"], read["seq"]]
+        if keep is not None:
+            message += f" The original is saved as {keep['probe']} (#{keep['seq']})" + (
+                "; read that instead." if not keep.get("read") else "."
+            )
+            evidence.append(keep["seq"])
+        out.append(_finding("stale-guard", "error", read["probe"], message, evidence))
+    return out
+
+
+def _alias_missing(document, stale, events) -> list[dict]:
+    facts = document.get("facts") or {}
+    name = facts.get("privateuse1")
+    native = facts.get("native_cuda_available") or {}
+    maps = facts.get("cuda_maps_to") or {}
+    if not name or name == "privateuseone" or not native.get("ok") or native.get("repr") != "False":
+        return []
+    if facts.get("alias_turned_off") or not maps or (maps.get("ok") and maps.get("repr") == repr(name)):
+        return []
+    gives = f"gives {maps['repr']}" if maps.get("ok") else f"raises {maps.get('repr')}"
+    message = (
+        f'torch.device("cuda") {gives}, not {name!r}: {name} is registered, this machine has no CUDA '
+        f"runtime (torch.cuda's original is_available() answers False) and FLAGOS_ALIAS_CUDA does not "
+        "turn the alias off, yet the cuda -> " + name + " alias was never installed."
+    )
+    guards = [f for f in stale if f["probe"] == "torch.cuda.is_available"]
+    if guards:
+        message += " Likely cause: the stale-guard finding on torch.cuda.is_available."
+    evidence = [e for f in guards for e in f["events"]]
+    evidence += [e["seq"] for e in events if e["probe"] == "PrivateUse1 backend name"][:1]
+    return [_finding("alias-missing", "error", "torch.device", message, evidence)]
+
+
+def _triton(document, events, by_seq) -> list[dict]:
+    out = []
+    facts = document.get("facts") or {}
+    native = (facts.get("native_cuda_available") or {}).get("repr")
+    for event in events:
+        if not event.get("creates_driver"):
+            continue
+        active = event.get("active_backends") or []
+        answers = ", ".join(f"{k}: {v}" for k, v in (event.get("is_active") or {}).items())
+        who = f"{label(event['where'])} (line {event['where'].get('line')})"
+        if len(active) != 1:
+            out.append(_finding("triton-driver", "error", "triton.runtime.driver.active",
+                                f"{who} first read triton.runtime.driver.active, and {len(active)} Triton backends "
+                                f"answered is_active() ({answers}): Triton needs exactly one, so it has no driver.",
+                                [event["seq"]]))
+        elif active == ["nvidia"] and native == "False":
+            redirect = [e for e in events if e["probe"] == "torch.cuda.is_available" and e["kind"] == "write" and e["seq"] < event["seq"]]
+            because = f" (redirected by {label(redirect[-1]['where'])}, line {redirect[-1]['where'].get('line')})" if redirect else ""
+            out.append(_finding("triton-driver", "warning", "triton.runtime.driver.active",
+                                f"{who} created Triton's driver: NVIDIA's, because torch.cuda.is_available answered True"
+                                f"{because}, but this machine has no CUDA runtime (the original answers False); the "
+                                f"driver does not match the device {facts.get('privateuse1')!r}.",
+                                [event["seq"]] + [e["seq"] for e in redirect[-1:]]))
+    return out
+
+
+def _orphans(document, by_seq) -> list[dict]:
+    if not document.get("final_state"):
+        return []  # a crashed child may not have reached the reader yet
+    out = []
+    for keep in document.get("saved_originals", []):
+        if keep["read"]:
+            continue
+        write = by_seq.get(keep["seq"], {})
+        where = write.get("where")
+        out.append(_finding(
+            "orphan-original", "warning", keep["saves"],
+            f"{label(where)} (line {(where or {}).get('line')}) saved the original {keep['saves']} as "
+            f"{keep['probe']}, but nothing read it afterwards.",
+            [keep["seq"]],
+        ))
+    return out
+
+
+def _multiple_writers(document, events) -> list[dict]:
+    out = []
+    for probe in document.get("probes", []):
+        writes = [e for e in events if e["probe"] == probe["name"] and e["kind"] in ("write", "delete")]
+        writers = []
+        for event in writes:
+            key = (event["where"].get("file"), event["where"].get("function"))
+            if key not in [(w["where"].get("file"), w["where"].get("function")) for w in writers]:
+                writers.append(event)
+        if len(writers) < 2:
+            continue
+        values = {(e.get("value") or {}).get("repr") for e in writes}
+        chain = " -> ".join(f"{label(e['where'])}" + (f" (line {e['where']['line']})" if e["where"].get("line") else "") for e in writers)
+        final = (probe.get("final") or {}).get("repr") or (writes[-1].get("value") or {}).get("repr")
+        severity = "info" if len(values) == 1 else "warning"
+        message = f"{probe['name']} was written by {len(writers)} writers: {chain}; the last one wins: {final}."
+        if len(values) == 1:
+            message += " They all wrote the same value."
+        out.append(_finding("multiple-writers", severity, probe["name"], message, [e["seq"] for e in writes]))
+    return out
+
+
+def _disagreements(probes, stale) -> list[dict]:
+    out = []
+    stale_probes = {f["probe"] for f in stale}
+    for probe in probes.values():
+        now, before = probe.get("call"), probe.get("original_call")
+        if not now or not before or now["repr"] == before["repr"]:
+            continue
+        where = (probe.get("final") or {}).get("defined_at")
+        message = (
+            f"{probe['name']} now answers {now['repr']} ({where}) while its original answers "
+            f"{before['repr']}: code that means the native question gets the redirected answer."
+        )
+        severity = "warning" if probe["name"] in stale_probes else "info"
+        out.append(_finding("probe-disagreement", severity, probe["name"], message, probe.get("write_events", [])[-1:]))
+    return out
+
+
+def _exercise_failed(document) -> list[dict]:
+    out = []
+    for outcome in document.get("outcomes", []):
+        if outcome["step"].startswith("exercise") and not outcome["ok"]:
+            frames = outcome.get("traceback") or []
+            at = f" (raised in {frames[-1]['file']}:{frames[-1]['function']}, line {frames[-1]['line']})" if frames else ""
+            out.append(_finding("exercise-failed", "warning", None,
+                                f"{outcome['step'][len('exercise: '):]} failed: {outcome.get('error', '').strip()}{at}.", []))
+    return out

@@ -1,0 +1,65 @@
+"""Small helpers shared by the terminal and Markdown views."""
+
+from __future__ import annotations
+
+from flagos_doctor.probe.findings import label
+
+
+def where_text(where: dict | None) -> str:
+    """``file:function line N`` or ``writer unknown``."""
+    if not where or not where.get("function"):
+        return "writer unknown"
+    return f"{label(where)} line {where['line']}"
+
+
+def value_text(value: dict | None) -> str:
+    if value is None:
+        return "(absent)"
+    at = value.get("defined_at")
+    return f"{value['repr']}" + (f" [{at}]" if at and at not in value["repr"] else "")
+
+
+def interesting_probes(document: dict) -> list[dict]:
+    """Probes that were written, read, or are not their original, in event order."""
+    order = {}
+    for event in document.get("events", []):
+        order.setdefault(event["probe"], event["seq"])
+    probes = [p for p in document.get("probes", []) if p["name"] in order or p.get("original") is False]
+    probes += [p for p in document.get("probes", []) if p.get("resolved") is False and p["kind"] == "attr"]
+    return sorted(probes, key=lambda p: order.get(p["name"], 10**9))
+
+
+def headline(document: dict) -> str:
+    counts = {s: sum(1 for f in document["findings"] if f["severity"] == s) for s in ("error", "warning", "info")}
+    parts = [f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n]
+    stack = document.get("stack") or "default"
+    python = (document.get("python") or {}).get("version") or "?"
+    return (
+        f"stack {stack} ({', '.join(document.get('imports') or [])}), Python {python}: "
+        f"outcome {document['outcome']}; " + (", ".join(parts) if parts else "no findings")
+    )
+
+
+def event_line(event: dict) -> str:
+    if event["kind"] == "read":
+        if event.get("creates_driver"):
+            return (f"#{event['seq']} read by {where_text(event['where'])}: creates Triton's driver; "
+                    f"is_active(): {event.get('is_active')}")
+        saw = f"saw #{event['saw']}" if event.get("saw") else "saw the original"
+        return f"#{event['seq']} read by {where_text(event['where'])} ({saw})"
+    how = ""
+    if event.get("inferred"):
+        how = " (inferred from the bytecode)"
+    elif not event.get("writer_known") and event.get("noticed_at"):
+        how = f" (noticed at {where_text(event['noticed_at'])})"
+    via = f" via {', '.join(event['via'])}" if event.get("via") else ""
+    verb = "deleted by" if event["kind"] == "delete" else "set by"
+    return f"#{event['seq']} {verb} {where_text(event['where'])}{how}{via} -> {value_text(event.get('value'))}"
+
+
+def state_text(probe: dict) -> str:
+    if probe.get("resolved") is False:
+        return "not imported"
+    if probe.get("kind") == "env":
+        return "unchanged" if probe.get("original") else "changed"
+    return "original" if probe.get("original") else "replaced"

@@ -1,0 +1,74 @@
+"""The rich terminal view: outcome, steps, each probe's chain of writers, then findings."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.markup import escape
+
+from flagos_doctor.probe.formats.common import event_line, headline, interesting_probes, state_text, value_text
+
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def lines(document: dict) -> list[str]:
+    """The view as rich markup lines."""
+    out = [f"[bold]flagos-doctor probe[/bold]: {escape(headline(document))}"]
+    for notice in document.get("notices", []):
+        out.append(f"[dim]note: {escape(notice)}[/dim]")
+    out += ["", "[bold]Steps[/bold]"]
+    for outcome in document.get("outcomes", []):
+        mark = "[green]ok[/green]  " if outcome["ok"] else "[red]FAIL[/red]"
+        result = outcome.get("value") if outcome["ok"] else outcome.get("error", "").strip().splitlines()[0][:150]
+        out.append(f"  {mark} {escape(outcome['step'])}  [dim]{outcome['seconds']:.1f} s[/dim]  -> {escape(str(result))}")
+    if document.get("interrupted"):
+        info = document["interrupted"]
+        out.append(f"  [red]!![/red]   {escape(str(info.get('phase')))}: {escape(info['reason'])}")
+    events = {e["seq"]: e for e in document.get("events", [])}
+    out += ["", "[bold]Probes[/bold] (each write in order; reads by stack code after a redirect)"]
+    for probe in interesting_probes(document):
+        state = state_text(probe)
+        call = f", answers {probe['call']['repr']}" if probe.get("call", {}).get("ok") else ""
+        if probe.get("original_call"):
+            call += f" (original: {probe['original_call']['repr']})"
+        out.append(f"  [bold]{escape(probe['name'])}[/bold]  [dim]{state}{escape(call)}[/dim]")
+        for seq in sorted(probe.get("write_events", []) + probe.get("reads", [])):
+            event = events.get(seq)
+            if event is not None:
+                out.append(f"    {escape(event_line(event))}  [dim]({escape(event['phase'])})[/dim]")
+        if probe.get("final") is not None and probe.get("kind") not in ("env",):
+            out.append(f"    [dim]final: {escape(value_text(probe['final']))}[/dim]")
+    if document.get("saved_originals"):
+        out += ["", "[bold]Saved originals[/bold]"]
+        for keep in document["saved_originals"]:
+            read = "read later" if keep["read"] else "[yellow]never read[/yellow]"
+            out.append(f"  {escape(keep['probe'])} holds the original {escape(keep['saves'])} (#{keep['seq']}): {read}")
+    out += ["", "[bold]Findings[/bold]"]
+    if not document["findings"]:
+        out.append("  none")
+    for finding in document["findings"]:
+        style = _STYLE[finding["severity"]]
+        evidence = ", ".join(f"#{s}" for s in finding["events"])
+        out.append(f"  [{style}]{finding['severity'].upper()}[/{style}] [bold]{finding['kind']}[/bold]"
+                   + (f" {escape(finding['probe'])}" if finding.get("probe") else "")
+                   + (f" [dim](events {evidence})[/dim]" if evidence else ""))
+        out.append(f"    {escape(finding['message'])}")
+    child = document.get("child") or {}
+    if document["outcome"] in ("crashed", "timeout", "import-failed") and child.get("stderr_tail"):
+        out += ["", f"[bold]stderr tail[/bold] (child {escape(child.get('ended', ''))})"]
+        out += [f"  [dim]{escape(line)}[/dim]" for line in child["stderr_tail"].splitlines()[-15:]]
+    return out
+
+
+def show(document: dict, console: Console | None = None) -> None:
+    console = console or Console(highlight=False, soft_wrap=True)
+    for line in lines(document):
+        console.print(line, highlight=False)
+
+
+def format(document: dict, width: int = 120) -> str:
+    """The view as plain text (what a terminal shows, without colours)."""
+    buffer = io.StringIO()
+    show(document, Console(file=buffer, width=width, color_system=None, highlight=False))
+    return buffer.getvalue()

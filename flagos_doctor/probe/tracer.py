@@ -1,0 +1,870 @@
+"""The child-side tracer: every write of every watched probe, with its writer and phase.
+
+Standard library only: it is installed before the stack's first import (torch_fl writes
+environment variables before it imports torch, and those writes must be attributed too).
+
+How writes and reads are seen, without changing what the stack sees:
+
+* a module that owns a watched probe gets its ``__class__`` swapped for a subclass of its
+  own class whose ``__setattr__``/``__delattr__`` record the write, then do it (identities,
+  ``isinstance(m, ModuleType)`` and the module dict are untouched). Once a probe of that
+  module has been replaced, a second subclass also records reads of it by stack code;
+* ``os.environ`` gets its class swapped the same way; Triton's ``DriverConfig`` instance too
+  (reads of ``.active`` that create the driver, writes of ``_active``/``_default``);
+* ``builtins.__import__`` is wrapped so that an owner is wrapped as soon as it is imported;
+* everything else (class attributes such as ``torch.Tensor.cuda``, writes that bypass the
+  hooks through ``vars(module)``, ``os.putenv``, the PrivateUse1 name) is diffed at every
+  recorded event and every phase boundary; such writes carry ``writer_known: false`` unless
+  the bytecode of the stack function under way shows the store (``inferred: true``);
+* on Python 3.12+, dict watchers (``PyDict_AddWatcher`` through ctypes) on the watched
+  modules' and classes' dicts attribute those writes too.
+
+Attribution walks past setattr helpers (a function given both the name and the value it
+writes), ``unittest.mock``, ``os``/``collections.abc`` and Triton's driver methods to the
+frame that asked for the write. The *phase* is the import or exercise step under way,
+refined to the outermost function of the step's package on the stack.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import sys
+import sysconfig
+import types
+
+_MISSING = object()
+_TRACER_FILE = os.path.abspath(__file__).rstrip("c")
+_OWN_DIR = os.path.dirname(_TRACER_FILE) + os.sep  # the tracer and the child: never a writer or reader
+_HELPER_SUFFIXES = (
+    "/unittest/mock.py",
+    "/_collections_abc.py",
+    "/contextlib.py",
+    "/functools.py",
+    "/_pytest/monkeypatch.py",
+    "/triton/runtime/driver.py",
+)
+_STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
+_SITE = tuple(os.path.abspath(p) + os.sep for p in sys.path if "-packages" in p)
+_CHEAP_CALLS = {"is_available", "device_count", "get_device_name", "get_device_capability", "is_initialized"}
+_PU1_WRITERS = {"rename_privateuse1_backend", "_rename_privateuse1_backend", "_setup_privateuseone_for_python_backend"}
+
+_TRACER: "Tracer | None" = None
+
+
+def _qualname(code) -> str:
+    return getattr(code, "co_qualname", code.co_name)
+
+
+def _is_stdlib(path: str) -> bool:
+    return path.startswith(_STDLIB) and not path.startswith(_SITE)
+
+
+def safe_repr(value, limit: int = 160) -> str:
+    """A short repr that never raises and never names a memory address."""
+    try:
+        if isinstance(value, types.ModuleType):
+            return f"<module {value.__name__}>"
+        if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
+            module = getattr(value, "__module__", None) or "?"
+            kind = "class" if isinstance(value, type) else "function"
+            return f"<{kind} {module}.{getattr(value, '__qualname__', getattr(value, '__name__', '?'))}>"
+        if isinstance(value, types.MethodType):
+            return f"<bound method {getattr(value, '__qualname__', '?')}>"
+        text = repr(value)
+    except Exception as exc:  # a repr that raises must not break the stack
+        text = f"<{type(value).__name__}: repr raised {type(exc).__name__}>"
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Tracer:
+    """Records writes and reads of watched probes and sends them through ``emit``."""
+
+    def __init__(self, emit, probes: list[str], env_patterns: list[str]):
+        from flagos_doctor.probe import watch
+
+        self._emit = emit
+        self._pid = os.getpid()
+        self._watch = watch
+        self.env_patterns = list(env_patterns)
+        self.busy = False
+        self.seq = 0
+        self.step = "start"
+        self.step_dirs: tuple = ()
+        self.stack_dirs: list[str] = []
+        self.steps: list[str] = []
+        self.probes: dict[str, dict] = {}
+        self.owners: dict[int, dict] = {}  # id(owner) -> {"obj", "name", "attrs": {attr: probe}, "reads": set}
+        self.saved: dict[str, dict] = {}  # saved-original attribute name -> {"saves", "seq", "read"}
+        self.read_keys: dict[tuple, int] = {}
+        self.torch_dir = None
+        self._roots: dict[str, str] = {}
+        self.sys_paths = sorted({os.path.abspath(p) for p in sys.path if p}, key=len, reverse=True)
+        self.env_last = {k: v for k, v in os.environ.items() if watch.env_matches(k, self.env_patterns)}
+        self.env_original = dict(self.env_last)
+        self.libc_environ = None
+        self.driver_created = False
+        self.dict_watch = None
+        self._hooked_write = False
+        for name in probes:
+            self.add_probe(name)
+        self.add_probe(watch.PRIVATEUSE1_NAME, kind="state")
+
+    # -- set-up ------------------------------------------------------------------------
+    def add_probe(self, name: str, kind: str = "attr") -> None:
+        if name in self.probes:
+            return
+        owner_path, _, attr = name.rpartition(".")
+        self.probes[name] = {
+            "name": name, "kind": kind, "owner_path": owner_path, "attr": attr, "owner": None,
+            "last": _MISSING, "original": _MISSING, "history": [], "last_seq": None, "resolved": False,
+            "hooked": False, "writes": 0,
+        }
+
+    def install(self) -> None:
+        global _TRACER
+        _TRACER = self
+        original_import = builtins.__import__
+        tracer = self
+
+        def __import__(name, globals=None, locals=None, fromlist=(), level=0):
+            module = original_import(name, globals, locals, fromlist, level)
+            if tracer.pending and not tracer.busy:
+                tracer.resolve()
+            return module
+
+        __import__.__wrapped__ = original_import
+        builtins.__import__ = __import__
+        os.environ.__class__ = _traced_environ_class(type(os.environ))
+        self._install_libc_environ()
+        if sys.version_info >= (3, 12):
+            self._install_dict_watchers()
+        self.resolve()
+
+    @property
+    def pending(self) -> bool:
+        return any(not p["resolved"] for p in self.probes.values() if p["kind"] == "attr")
+
+    def short(self, path: str | None) -> str | None:
+        """``/site-packages/torch_fl/__init__.py`` -> ``torch_fl/__init__.py``.
+
+        The root is the folder above the outermost package (``__init__.py``) holding the
+        file; a file outside any package is shown relative to its ``sys.path`` entry.
+        """
+        if not path or path.startswith("<"):
+            return path.replace("<frozen ", "").rstrip(">") if path else path
+        folder = os.path.dirname(path)
+        root = self._roots.get(folder)
+        if root is None:
+            root = folder
+            while os.path.exists(os.path.join(root, "__init__.py")) and os.path.dirname(root) != root:
+                root = os.path.dirname(root)
+            if root == folder:
+                root = next((b for b in self.sys_paths if path.startswith(b + os.sep)), folder)
+            self._roots[folder] = root
+        return os.path.relpath(path, root) if path.startswith(root + os.sep) else path
+
+    def _lookup(self, dotted: str):
+        """The object a dotted name reaches by attribute access, or _MISSING (no hooks run)."""
+        parts = dotted.split(".")
+        obj = sys.modules.get(parts[0], _MISSING)
+        if obj is _MISSING:
+            return _MISSING
+        if _initializing(obj):
+            return _MISSING
+        for i, part in enumerate(parts[1:], start=1):
+            nxt = _static_get(obj, part)
+            if nxt is _MISSING:
+                nxt = sys.modules.get(".".join(parts[: i + 1]), _MISSING)
+            if nxt is _MISSING or _initializing(nxt):
+                return _MISSING
+            obj = nxt
+        return obj
+
+    def resolve(self) -> None:
+        """Wrap every owner that has become importable; call at imports and boundaries."""
+        if self.busy:
+            return
+        self.busy = True
+        try:
+            torch = sys.modules.get("torch")
+            if torch is not None and self.torch_dir is None and getattr(torch, "__file__", None):
+                self.torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+            for probe in list(self.probes.values()):
+                if probe["kind"] != "attr" or probe["resolved"]:
+                    continue
+                owner = self._lookup(probe["owner_path"])
+                if owner is _MISSING:
+                    continue
+                probe["resolved"] = True
+                probe["owner"] = owner
+                value = _static_get(owner, probe["attr"])
+                probe["original"] = probe["last"] = value
+                if value is not _MISSING:
+                    probe["history"].append(value)
+                self._hook_owner(owner, probe)
+            self._check_device_module(torch)
+        finally:
+            self.busy = False
+
+    def _hook_owner(self, owner, probe) -> None:
+        entry = self.owners.get(id(owner))
+        if entry is None:
+            entry = {"obj": owner, "name": probe["owner_path"], "attrs": {}, "reads": set(), "classes": None}
+            self.owners[id(owner)] = entry
+            if isinstance(owner, types.ModuleType):
+                entry["classes"] = _traced_module_classes(type(owner))
+                owner.__class__ = entry["classes"][0]
+            elif type(owner).__name__ == "DriverConfig":
+                owner.__class__ = _traced_driver_class(type(owner))
+                entry["classes"] = (type(owner), type(owner))
+            self._watch_dict(owner)
+        entry["attrs"][probe["attr"]] = probe
+        probe["hooked"] = entry["classes"] is not None
+
+    def _check_device_module(self, torch) -> None:
+        """Watch ``torch.<name>`` once the PrivateUse1 backend has a name."""
+        if torch is None:
+            return
+        try:
+            name = torch._C._get_privateuse1_backend_name()
+        except Exception:
+            return
+        state = self.probes[self._watch.PRIVATEUSE1_NAME]
+        if state["original"] is _MISSING:
+            state["original"] = state["last"] = name
+            state["history"].append(name)
+            state["resolved"] = True
+        if name != "privateuseone" and f"torch.{name}" not in self.probes:
+            self.add_probe(f"torch.{name}")
+            probe = self.probes[f"torch.{name}"]
+            probe["resolved"] = True
+            probe["owner"] = torch
+            probe["original"] = _MISSING
+            probe["last"] = _MISSING
+            self._hook_owner(torch, probe)
+
+    # -- records -----------------------------------------------------------------------
+    def emit(self, record: dict) -> None:
+        if os.getpid() == self._pid:  # never from a forked compile worker
+            self._emit(record)
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def frame_info(self, frame, line: int | None = None) -> dict:
+        code = frame.f_code
+        return {
+            "function": _qualname(code),
+            "file": self.short(code.co_filename),
+            "line": line if line is not None else frame.f_lineno,
+            "path": code.co_filename,
+        }
+
+    def describe(self, value) -> dict | None:
+        """``{"repr", "defined_at"}`` of a value; None for an absent one."""
+        if value is _MISSING:
+            return None
+        return {"repr": safe_repr(value), "defined_at": self.defined_at(value)}
+
+    def defined_at(self, value) -> str | None:
+        try:
+            target = value
+            for _ in range(3):
+                target = getattr(target, "__func__", target)
+                if isinstance(target, types.FunctionType):
+                    code = target.__code__
+                    return f"{self.short(code.co_filename)}:{code.co_firstlineno}"
+                inner = getattr(target, "func", None) or getattr(target, "__wrapped__", None)
+                if inner is None or inner is target:
+                    break
+                target = inner
+            if isinstance(value, types.ModuleType):
+                return self.short(getattr(value, "__file__", None)) or f"module {value.__name__}"
+            if isinstance(value, type):
+                for attr in vars(value).values():
+                    attr = getattr(attr, "__func__", attr)
+                    if isinstance(attr, types.FunctionType):
+                        return f"{self.short(attr.__code__.co_filename)} (class {value.__qualname__})"
+            module = getattr(value, "__module__", None) or getattr(type(value), "__module__", None)
+            return f"module {module}" if module else None
+        except Exception:
+            return None
+
+    def _is_stack_file(self, path: str) -> bool:
+        return any(path.startswith(d) for d in self.stack_dirs)
+
+    def _skippable(self, frame) -> bool:
+        path = frame.f_code.co_filename
+        return path.startswith(_OWN_DIR) or path.startswith("<frozen") or path.endswith(_HELPER_SUFFIXES) or (
+            path.endswith("/os.py") and _is_stdlib(path)
+        )
+
+    def attribute(self, frame, name=None, value=_MISSING):
+        """Walk from ``frame`` past helpers to the writer; return (frame, via)."""
+        via = []
+        while frame is not None:
+            if self._skippable(frame) or (name is not None and _is_setattr_helper(frame, name, value)):
+                if not frame.f_code.co_filename.startswith(_OWN_DIR):
+                    via.append(f"{self.short(frame.f_code.co_filename)}:{_qualname(frame.f_code)}")
+                frame = frame.f_back
+                continue
+            break
+        return frame, via
+
+    def phase_of(self, frame) -> str:
+        """The step under way, refined to the outermost function of its package on the stack."""
+        outermost = None
+        while frame is not None:
+            code = frame.f_code
+            if code.co_name != "<module>" and any(code.co_filename.startswith(d) for d in self.step_dirs):
+                outermost = code
+            frame = frame.f_back
+        if outermost is None:
+            return self.step
+        return f"{self.short(outermost.co_filename)}:{_qualname(outermost)}"
+
+    def callers(self, frame, limit: int = 4) -> list[dict]:
+        out = []
+        frame = frame.f_back if frame is not None else None
+        while frame is not None and len(out) < limit:
+            if not self._skippable(frame):
+                out.append(self.frame_info(frame))
+            frame = frame.f_back
+        return out
+
+    # -- writes ------------------------------------------------------------------------
+    def on_write(self, probe: dict, value, previous, frame, kind: str = "write", name=None) -> None:
+        writer, via = self.attribute(frame, name if name is not None else probe["attr"], value)
+        record = {
+            "t": "event", "seq": self.next_seq(), "kind": kind, "probe": probe["name"], "step": self.step,
+            "phase": self.phase_of(writer) if writer is not None else self.step,
+            "where": self.frame_info(writer) if writer is not None else _UNKNOWN,
+            "writer_known": writer is not None, "via": via,
+            "value": self.describe(value), "previous": self.describe(previous),
+            "callers": self.callers(writer) if writer is not None else [],
+        }
+        self._remember(probe, value, record["seq"])
+        self.emit(record)
+
+    def _remember(self, probe, value, seq) -> None:
+        probe["last"] = value
+        probe["last_seq"] = seq
+        probe["writes"] += 1
+        if value is not _MISSING and not any(v is value for v in probe["history"]):
+            probe["history"].append(value)
+        if probe["kind"] == "attr" and probe["original"] is not _MISSING and value is not probe["original"]:
+            entry = self.owners.get(id(probe["owner"]))
+            if entry is not None and probe["hooked"]:
+                entry["reads"].add(probe["attr"])
+                self._read_mode(entry)
+
+    def _read_mode(self, entry) -> None:
+        classes = entry["classes"]
+        if classes and isinstance(entry["obj"], types.ModuleType) and type(entry["obj"]) is classes[0]:
+            entry["obj"].__class__ = classes[1]
+
+    def module_setattr(self, owner, name, value, previous, frame, deleted=False) -> bool:
+        """Record a write on a hooked owner; True when it was a watched probe (or a saved original)."""
+        entry = self.owners.get(id(owner))
+        if entry is None:
+            return False
+        probe = entry["attrs"].get(name)
+        if probe is None and isinstance(owner, types.ModuleType) and owner is sys.modules.get("torch"):
+            self._check_device_module(owner)  # torch.<name> appears right after the rename
+            probe = entry["attrs"].get(name)
+        if probe is None and not deleted:
+            saves = self._saved_original_of(value)
+            if saves is None:
+                return False
+            self._new_saved_original(entry, name, value, saves, frame)
+            return True
+        if probe is None:
+            return False
+        self.on_write(probe, _MISSING if deleted else value, previous, frame, kind="delete" if deleted else "write")
+        return True
+
+    def _saved_original_of(self, value):
+        if value is _MISSING or isinstance(value, (str, int, float, bool, type(None))):
+            return None
+        for probe in self.probes.values():
+            if probe["kind"] == "attr" and any(v is value for v in probe["history"]):
+                return probe
+        return None
+
+    def _new_saved_original(self, entry, name, value, saves, frame) -> None:
+        dotted = f"{entry['name']}.{name}"
+        self.add_probe(dotted, kind="saved")
+        probe = self.probes[dotted]
+        probe.update(owner=entry["obj"], resolved=True, original=_MISSING, hooked=entry["classes"] is not None)
+        entry["attrs"][name] = probe
+        self.on_write(probe, value, _MISSING, frame)
+        self.saved[dotted] = {"saves": saves["name"], "seq": self.seq, "read": False}
+        self.emit({"t": "saved", "probe": dotted, "saves": saves["name"], "seq": self.seq})
+        if probe["hooked"]:
+            entry["reads"].add(name)
+            self._read_mode(entry)
+
+    # -- reads -------------------------------------------------------------------------
+    def on_read(self, owner, name, value, frame) -> None:
+        entry = self.owners.get(id(owner))
+        probe = entry["attrs"].get(name) if entry else None
+        if probe is None:
+            return
+        while frame is not None and frame.f_code.co_filename.startswith("<frozen"):
+            frame = frame.f_back
+        if frame is None or frame.f_code.co_filename.startswith(_OWN_DIR):
+            return  # our own look at the probe
+        reader, _ = self.attribute(frame)
+        if reader is None:
+            return
+        path = reader.f_code.co_filename
+        saved = self.saved.get(probe["name"])
+        if saved is None:
+            # Only stack code is interesting: torch's own reads and the stdlib's are not.
+            if not self._is_stack_file(path) and (
+                _is_stdlib(path) or (self.torch_dir and path.startswith(self.torch_dir))
+            ):
+                return
+        key = (probe["name"], path, reader.f_lineno, probe["last_seq"])
+        if key in self.read_keys:
+            self.read_keys[key] += 1
+            return
+        self.read_keys[key] = 1
+        if saved is not None and not saved["read"]:
+            saved["read"] = True
+        self.emit({
+            "t": "event", "seq": self.next_seq(), "kind": "read", "probe": probe["name"], "step": self.step,
+            "phase": self.phase_of(reader), "where": self.frame_info(reader), "writer_known": True,
+            "saw": probe["last_seq"], "value": self.describe(value), "callers": self.callers(reader),
+        })
+
+    def driver_read(self, driver, name, frame) -> None:
+        """The first read of Triton's ``driver.active``/``.default``: which backends answer."""
+        self.driver_created = True
+        answers = {}
+        try:
+            from triton.backends import backends  # noqa: the stack already imported triton
+
+            for backend_name, backend in backends.items():
+                try:
+                    answers[backend_name] = bool(backend.driver.is_active())
+                except Exception as exc:
+                    answers[backend_name] = f"raised {type(exc).__name__}: {exc}"
+        except Exception as exc:
+            answers["?"] = f"cannot list backends: {type(exc).__name__}"
+        self.add_probe(self._watch.TRITON_ACTIVE, kind="state")
+        probe = self.probes[self._watch.TRITON_ACTIVE]
+        reader, via = self.attribute(frame)
+        self.emit({
+            "t": "event", "seq": self.next_seq(), "kind": "read", "probe": probe["name"], "step": self.step,
+            "phase": self.phase_of(reader) if reader else self.step,
+            "where": self.frame_info(reader) if reader else _UNKNOWN, "writer_known": reader is not None,
+            "via": via, "creates_driver": True, "is_active": answers,
+            "active_backends": [k for k, v in answers.items() if v is True],
+            "callers": self.callers(reader) if reader else [],
+        })
+
+    # -- diffs -------------------------------------------------------------------------
+    def check(self, frame=None, boundary: bool = False) -> None:
+        """Diff every probe against what the hooks last saw; report the writes they missed."""
+        if self.busy:
+            return
+        self.busy = True
+        try:
+            for probe in list(self.probes.values()):
+                if probe["kind"] in ("attr", "saved") and probe["resolved"]:
+                    current = _static_get(probe["owner"], probe["attr"])
+                elif probe["name"] == self._watch.PRIVATEUSE1_NAME and probe["resolved"]:
+                    try:
+                        current = sys.modules["torch"]._C._get_privateuse1_backend_name()
+                    except Exception:
+                        continue
+                else:
+                    continue
+                if probe["kind"] == "state" and current == probe["last"]:
+                    continue
+                if current is not probe["last"]:
+                    self._unseen_write(probe, current, frame)
+            self._check_env(frame, libc=boundary)
+        finally:
+            self.busy = False
+        self.resolve()
+
+    def _unseen_write(self, probe, value, frame) -> None:
+        previous = probe["last"]
+        writer, line = self._infer_writer(probe, frame)
+        record = {
+            "t": "event", "seq": self.next_seq(), "kind": "write" if value is not _MISSING else "delete",
+            "probe": probe["name"], "step": self.step,
+            "phase": self.phase_of(writer) if writer is not None else self.step,
+            "where": self.frame_info(writer, line) if writer is not None else _UNKNOWN,
+            "writer_known": writer is not None, "inferred": writer is not None, "via": [],
+            "value": self.describe(value), "previous": self.describe(previous),
+            "callers": self.callers(writer) if writer is not None else [],
+        }
+        if frame is not None and writer is None:
+            noticed, _ = self.attribute(frame)
+            if noticed is not None:
+                record["noticed_at"] = self.frame_info(noticed)
+        self._remember(probe, value, record["seq"])
+        self.emit(record)
+
+    def _infer_writer(self, probe, frame):
+        """The stack frame whose bytecode shows the store, and the store's line; else (None, None)."""
+        names = _PU1_WRITERS if probe["kind"] == "state" else {probe["attr"]}
+        opnames = ("STORE_ATTR",) if probe["kind"] != "state" else ("LOAD_ATTR", "LOAD_GLOBAL", "LOAD_METHOD")
+        while frame is not None:
+            if self._is_stack_file(frame.f_code.co_filename):
+                line = _store_line(frame, names, opnames)
+                if line is not None:
+                    return frame, line
+            frame = frame.f_back
+        return None, None
+
+    def _check_env(self, frame, libc: bool) -> None:
+        current = {}
+        data = dict.items(os.environ._data) if hasattr(os.environ, "_data") else ()
+        for key, value in data:
+            try:
+                key, value = os.fsdecode(key), os.fsdecode(value)
+            except Exception:
+                continue
+            if self._watch.env_matches(key, self.env_patterns):
+                current[key] = value
+        if libc and self.libc_environ is not None:
+            for key, value in self._libc_env().items():
+                if key not in current or current[key] != value:
+                    current[key] = value  # set with os.putenv or C setenv: libc has the truth
+        for key in sorted(set(current) | set(self.env_last)):
+            before, after = self.env_last.get(key), current.get(key)
+            if before != after:
+                self._env_event(key, before, after, None, known=False, noticed=frame)
+
+    def _env_event(self, key, before, after, frame, known=True, noticed=None) -> None:
+        writer, via = self.attribute(frame, key, after) if frame is not None else (None, [])
+        record = {
+            "t": "event", "seq": self.next_seq(), "kind": "delete" if after is None else "write",
+            "probe": f"${key}", "step": self.step,
+            "phase": self.phase_of(writer) if writer is not None else self.step,
+            "where": self.frame_info(writer) if writer is not None else _UNKNOWN,
+            "writer_known": writer is not None, "via": via,
+            "value": None if after is None else {"repr": repr(after), "defined_at": None},
+            "previous": None if before is None else {"repr": repr(before), "defined_at": None},
+            "callers": self.callers(writer) if writer is not None else [],
+        }
+        if noticed is not None:
+            where, _ = self.attribute(noticed)
+            if where is not None:
+                record["noticed_at"] = self.frame_info(where)
+        if after is None:
+            self.env_last.pop(key, None)
+        else:
+            self.env_last[key] = after
+        self.emit(record)
+
+    def env_write(self, key, after, frame) -> None:
+        if self.busy or not isinstance(key, str) or not self._watch.env_matches(key, self.env_patterns):
+            return
+        before = self.env_last.get(key)
+        if before == after and after is not None:
+            return
+        self.busy = True
+        try:
+            self._env_event(key, before, after, frame)
+        finally:
+            self.busy = False
+
+    def _install_libc_environ(self) -> None:
+        try:
+            import ctypes
+
+            self.libc_environ = ctypes.POINTER(ctypes.c_char_p).in_dll(ctypes.CDLL(None), "environ")
+        except Exception:
+            self.libc_environ = None
+
+    def _libc_env(self) -> dict:
+        out = {}
+        try:
+            environ = self.libc_environ
+            i = 0
+            while environ[i] is not None and i < 100000:
+                key, _, value = os.fsdecode(environ[i]).partition("=")
+                if self._watch.env_matches(key, self.env_patterns):
+                    out[key] = value
+                i += 1
+        except Exception:
+            pass
+        return out
+
+    # -- phases ------------------------------------------------------------------------
+    def begin_step(self, name: str, dirs: list[str]) -> None:
+        self.check(boundary=True)
+        self.step = name
+        self.steps.append(name)
+        self.step_dirs = tuple(d for d in dirs)
+        for d in dirs:
+            if d not in self.stack_dirs:
+                self.stack_dirs.append(d)
+        self.emit({"t": "phase", "name": name, "seq": self.seq})
+
+    def end_step(self) -> None:
+        self.check(boundary=True)
+
+    # -- 3.12+: dict watchers ----------------------------------------------------------
+    def _install_dict_watchers(self) -> None:
+        try:
+            import ctypes
+
+            callback_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.py_object, ctypes.c_void_p, ctypes.c_void_p)
+            tracer = self
+
+            def on_dict_event(event, mapping, key_ptr, value_ptr):
+                # Events 0-2 are added, modified, deleted; it runs before the dict changes.
+                if event > 2 or tracer.busy or tracer._hooked_write or not key_ptr:
+                    return 0
+                try:
+                    key = ctypes.cast(key_ptr, ctypes.py_object).value
+                    owner = tracer.dict_owners.get(id(mapping))
+                    entry = tracer.owners.get(id(owner)) if owner is not None else None
+                    probe = entry["attrs"].get(key) if entry and isinstance(key, str) else None
+                    if probe is None:
+                        return 0
+                    value = ctypes.cast(value_ptr, ctypes.py_object).value if value_ptr else _MISSING
+                    tracer.busy = True
+                    try:
+                        tracer.on_write(probe, value, probe["last"], sys._getframe(1), kind="write" if value_ptr else "delete")
+                    finally:
+                        tracer.busy = False
+                except Exception:
+                    pass
+                return 0
+
+            self._dict_callback = callback_type(on_dict_event)
+            add = ctypes.pythonapi.PyDict_AddWatcher
+            add.restype = ctypes.c_int
+            add.argtypes = [callback_type]
+            self.dict_watch = add(self._dict_callback)
+            self.dict_owners = {}
+        except Exception:
+            self.dict_watch = None
+
+    def _watch_dict(self, owner) -> None:
+        if self.dict_watch is None or self.dict_watch < 0:
+            return
+        try:
+            import ctypes
+            import gc
+
+            mapping = owner.__dict__ if not isinstance(owner, type) else gc.get_referents(owner.__dict__)[0]
+            watch = ctypes.pythonapi.PyDict_Watch
+            watch.argtypes = [ctypes.c_int, ctypes.py_object]
+            watch.restype = ctypes.c_int
+            if watch(self.dict_watch, mapping) == 0:
+                self.dict_owners[id(mapping)] = owner
+        except Exception:
+            pass
+
+
+_UNKNOWN = {"function": None, "file": None, "line": None, "path": None}
+
+
+def _static_get(owner, attr):
+    """``owner.attr`` without running our hooks (and without module ``__getattr__`` side effects)."""
+    try:
+        if isinstance(owner, types.ModuleType):
+            return object.__getattribute__(owner, "__dict__").get(attr, _MISSING)
+        if isinstance(owner, type):
+            for klass in owner.__mro__:
+                if attr in klass.__dict__:
+                    return klass.__dict__[attr]
+            return _MISSING
+        data = object.__getattribute__(owner, "__dict__")
+        if attr in data:
+            return data[attr]
+        return getattr(owner, attr, _MISSING)
+    except Exception:
+        return _MISSING
+
+
+def _initializing(obj) -> bool:
+    """A module still running its body: its attributes are not there yet."""
+    if not isinstance(obj, types.ModuleType):
+        return False
+    spec = object.__getattribute__(obj, "__dict__").get("__spec__")
+    return bool(getattr(spec, "_initializing", False))
+
+
+def _is_setattr_helper(frame, name, value) -> bool:
+    """A function handed both the name and the value it writes is a helper, not the writer."""
+    code = frame.f_code
+    if code.co_name == "<module>":
+        return False
+    nargs = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+    if not nargs:
+        return False
+    try:
+        local = frame.f_locals
+    except Exception:
+        return False
+    args = [local.get(a, _MISSING) for a in code.co_varnames[:nargs]]
+    has_name = any(isinstance(a, str) and a == name for a in args)
+    has_value = value is not _MISSING and any(a is value for a in args)
+    return has_name and has_value
+
+
+def _store_line(frame, names, opnames):
+    """The line of the last instruction before the frame's current one doing ``opnames`` on ``names``."""
+    import dis
+
+    line = None
+    found = None
+    try:
+        for instr in dis.get_instructions(frame.f_code):
+            if instr.starts_line is not None:
+                line = instr.starts_line
+            if instr.offset > frame.f_lasti:
+                break
+            if instr.opname in opnames and instr.argval in names:
+                found = line
+    except Exception:
+        return None
+    return found
+
+
+# -- the classes swapped in ------------------------------------------------------------
+_MODULE_CLASSES: dict = {}
+
+
+def _traced_module_classes(base):
+    """(writes-only, writes-and-reads) subclasses of a module class; cached per base."""
+    if base in _MODULE_CLASSES:
+        return _MODULE_CLASSES[base]
+    base_setattr = base.__setattr__
+    base_delattr = base.__delattr__
+    base_getattribute = base.__getattribute__
+
+    def __setattr__(self, name, value):
+        tracer = _TRACER
+        if tracer is None or tracer.busy:
+            return base_setattr(self, name, value)
+        entry = tracer.owners.get(id(self))
+        if entry is not None and name in entry["attrs"]:
+            tracer.check(sys._getframe(1))  # writes the hooks missed come before this one
+        previous = _static_get(self, name)
+        tracer._hooked_write = True
+        try:
+            base_setattr(self, name, value)
+        finally:
+            tracer._hooked_write = False
+        tracer.busy = True
+        try:
+            watched = tracer.module_setattr(self, name, value, previous, sys._getframe(1))
+        except Exception:
+            watched = False
+        finally:
+            tracer.busy = False
+        if watched:
+            tracer.check(sys._getframe(1))
+
+    def __delattr__(self, name):
+        tracer = _TRACER
+        if tracer is None or tracer.busy:
+            return base_delattr(self, name)
+        previous = _static_get(self, name)
+        base_delattr(self, name)
+        tracer.busy = True
+        try:
+            tracer.module_setattr(self, name, _MISSING, previous, sys._getframe(1), deleted=True)
+        except Exception:
+            pass
+        finally:
+            tracer.busy = False
+
+    def __getattribute__(self, name):
+        value = base_getattribute(self, name)
+        tracer = _TRACER
+        if tracer is None or tracer.busy:
+            return value
+        entry = tracer.owners.get(id(self))
+        if entry is not None and name in entry["reads"]:
+            tracer.busy = True
+            try:
+                tracer.on_read(self, name, value, sys._getframe(1))
+            except Exception:
+                pass
+            finally:
+                tracer.busy = False
+        return value
+
+    writes = type(base.__name__, (base,), {"__setattr__": __setattr__, "__delattr__": __delattr__, "__module__": base.__module__})
+    reads = type(base.__name__, (writes,), {"__getattribute__": __getattribute__, "__module__": base.__module__})
+    _MODULE_CLASSES[base] = (writes, reads)
+    return writes, reads
+
+
+def _traced_environ_class(base):
+    """``os.environ``'s class with writes and deletes recorded (setdefault, update, pop go through these)."""
+
+    class _Environ(base):
+        def __setitem__(self, key, value):
+            base.__setitem__(self, key, value)
+            tracer = _TRACER
+            if tracer is not None:
+                tracer.env_write(key, value, sys._getframe(1))
+
+        def __delitem__(self, key):
+            base.__delitem__(self, key)
+            tracer = _TRACER
+            if tracer is not None:
+                tracer.env_write(key, None, sys._getframe(1))
+
+    _Environ.__name__ = base.__name__
+    _Environ.__qualname__ = base.__qualname__
+    _Environ.__module__ = base.__module__
+    return _Environ
+
+
+def _traced_driver_class(base):
+    """Triton's ``DriverConfig`` with the driver's creation and ``_active``/``_default`` writes recorded."""
+    base_setattr = base.__setattr__
+    base_getattribute = base.__getattribute__
+
+    def __getattribute__(self, name):
+        tracer = _TRACER
+        if (
+            name in ("active", "default")
+            and tracer is not None
+            and not tracer.busy
+            and not tracer.driver_created
+            and base_getattribute(self, "_default") is None
+        ):
+            tracer.busy = True
+            try:
+                tracer.driver_read(self, name, sys._getframe(1))
+            except Exception:
+                pass
+            finally:
+                tracer.busy = False
+        return base_getattribute(self, name)
+
+    def __setattr__(self, name, value):
+        tracer = _TRACER
+        previous = _static_get(self, name)
+        base_setattr(self, name, value)
+        if tracer is None or tracer.busy:
+            return
+        tracer.busy = True
+        try:
+            tracer.module_setattr(self, name, value, previous, sys._getframe(1))
+        except Exception:
+            pass
+        finally:
+            tracer.busy = False
+
+    return type(base.__name__, (base,), {
+        "__getattribute__": __getattribute__, "__setattr__": __setattr__,
+        "__module__": base.__module__, "__qualname__": base.__qualname__,
+    })
