@@ -206,7 +206,7 @@ def test_same_collection_refuses_naming_the_tests(project, tmp_path):
     result = compare(xml["base"], xml["added"], "--same-collection", store=tmp_path)
     assert result.returncode == 2
     [line] = result.stderr.strip().splitlines()
-    assert "collected sets differ (3 tests)" in line
+    assert "collected sets differ (--same-collection), 3 tests in one arm only" in line
     assert "tests/test_extra.py::test_add_negative (only in B)" in line
     same = compare(xml["fixed"], xml["broken"], "--same-collection", "--fail-on", "never", store=tmp_path)
     assert same.returncode == 0, same.stderr
@@ -348,3 +348,53 @@ def test_unknown_commit_and_option_errors(project, tmp_path):
     assert result.returncode == 2 and "need --repo" in result.stderr
     result = compare(project["xml"]["base"], project["xml"]["base"], "--fail-on", "sometimes", store=tmp_path)
     assert result.returncode == 2 and "--fail-on" in result.stderr
+
+
+RENAME_ARMS = {
+    "a": {
+        "test_moved_src.py": "class TestM:\n    def test_a(self): pass\n"
+                             "    @__import__('pytest').mark.parametrize('n', [1, 2])\n    def test_b(self, n): pass\n",
+        "test_cls.py": "class TestOld:\n    def test_p(self): pass\n    def test_q(self): assert 0\n"
+                       "def test_keep(): pass\n",
+        "test_amb.py": "def test_one(): pass\ndef test_two(): pass\n",
+        "test_params.py": "import pytest\n@pytest.mark.parametrize('n', [1, 2], ids=['1', '2'])\ndef test_p(n): pass\n",
+        "test_out.py": "def test_f(): pass\n",
+    },
+    "b": {
+        "test_moved_dst.py": "class TestM:\n    def test_a(self): pass\n"
+                             "    @__import__('pytest').mark.parametrize('n', [1, 2])\n    def test_b(self, n): pass\n",
+        "test_cls.py": "class TestNew:\n    def test_p(self): pass\n    def test_q(self): assert 0\n"
+                       "def test_keep(): pass\n",
+        "test_amb.py": "def test_uno(): pass\ndef test_dos(): pass\n",
+        "test_params.py": "import pytest\n@pytest.mark.parametrize('n', [1, 2], ids=['one', 'two'])\ndef test_p(n): pass\n",
+        "test_out.py": "def test_g(): assert 0\n",
+    },
+}
+
+
+def test_renames_matched_conservatively(tmp_path):
+    xml = {}
+    for arm, files in RENAME_ARMS.items():
+        (tmp_path / arm / "tests").mkdir(parents=True)
+        (tmp_path / arm / "pytest.ini").write_text("[pytest]\n")
+        for name, text in files.items():
+            (tmp_path / arm / "tests" / name).write_text(text)
+        xml[arm] = pytest_junit(tmp_path / arm, tmp_path / f"{arm}.xml")
+    doc, code = document(xml["a"], xml["b"], "--fail-on", "regression", store=tmp_path)
+    renamed = {(r["a"], r["b"], r["rule"]) for r in doc["collection"]["renamed"]}
+    assert renamed == {
+        ("tests/test_moved_src.py::TestM::test_a", "tests/test_moved_dst.py::TestM::test_a", "file moved"),
+        ("tests/test_moved_src.py::TestM::test_b[1]", "tests/test_moved_dst.py::TestM::test_b[1]", "file moved"),
+        ("tests/test_moved_src.py::TestM::test_b[2]", "tests/test_moved_dst.py::TestM::test_b[2]", "file moved"),
+        ("tests/test_cls.py::TestOld::test_p", "tests/test_cls.py::TestNew::test_p", "class renamed"),
+        ("tests/test_cls.py::TestOld::test_q", "tests/test_cls.py::TestNew::test_q", "class renamed"),
+    }
+    # Two look-alike candidates, changed parametrisation ids, or a different outcome: not renames.
+    only = {side: sorted(t for g in doc["collection"][side]["files"] for t in g["tests"]) for side in ("only_a", "only_b")}
+    assert only["only_a"] == ["tests/test_amb.py::test_one", "tests/test_amb.py::test_two",
+                              "tests/test_out.py::test_f", "tests/test_params.py::test_p[1]",
+                              "tests/test_params.py::test_p[2]"]
+    assert only["only_b"] == ["tests/test_amb.py::test_dos", "tests/test_amb.py::test_uno",
+                              "tests/test_out.py::test_g", "tests/test_params.py::test_p[one]",
+                              "tests/test_params.py::test_p[two]"]
+    assert code == 0 and doc["transitions"] == []

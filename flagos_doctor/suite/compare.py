@@ -55,7 +55,8 @@ def compare_runs(a: SuiteRun, b: SuiteRun, arms: dict[str, dict], flaky: FlakyLi
             "from": before.outcome,
             "to": after.outcome,
             "kind": transition_kind(before.outcome, after.outcome),
-            "message": after.message or before.message,
+            # Why B ended as it did; for a fix, why A had failed.
+            "message": after.message or (f"in A: {before.message}" if before.message else ""),
         }
         if after.id != before.id:
             entry["was"] = before.id
@@ -168,7 +169,7 @@ def same_collection_error(document: dict, limit: int = 20) -> str:
         for group in document["collection"][side]["files"]:
             names += [f"{test} (only in {arm})" for test in group["tests"]]
     shown = ", ".join(names[:limit]) + (f", and {len(names) - limit} more" if len(names) > limit else "")
-    return f"collected sets differ ({len(names)} tests): {shown}"
+    return f"collected sets differ (--same-collection), {len(names)} tests in one arm only: {shown}"
 
 
 __all__ = ["SCHEMA", "KINDS", "TOTAL_KEYS", "compare_runs", "same_collection_error", "transition_kind", "verdict"]

@@ -72,10 +72,12 @@ def _transitions(console: Console, title: str, transitions: list[dict]) -> None:
     if not transitions:
         console.print("  none")
         return
-    for t in transitions[:MAX_ROWS]:
+    shown = transitions[:MAX_ROWS]
+    width = min(max(len(t["test"]) for t in shown), 70)
+    for t in shown:
         line = Text("  ")
         line.append(f"{t['kind']:<14}", _STYLE.get(t["kind"], ""))
-        line.append(f"{t['test']}  {t['from']} -> {t['to']}")
+        line.append(f"{t['test']:<{width}}  {t['from'] + ' -> ' + t['to']:<20}")
         if t.get("was"):
             line.append(f"  (was {t['was']})")
         if t["message"]:
