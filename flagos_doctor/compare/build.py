@@ -145,9 +145,11 @@ class Builder:
                                    f"{ref} ({commit[:12]})")
             results = os.path.join(scratch, "results.json")
             self.say(f"{ref}: surveying ({self.survey.stack})")
+            # In the worktree: ``python -m`` puts the working folder first on sys.path, and
+            # the user's own checkout (often where they run this) must not shadow it.
             with open(os.path.join(scratch, "survey.log"), "wb") as log:
                 done = subprocess.run([sys.executable, "-m", "flagos_doctor", *survey_argv(self.survey, results)],
-                                      cwd=os.getcwd(), env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                      cwd=worktree, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                       stderr=subprocess.STDOUT)
             if not os.path.isfile(results):
                 with open(os.path.join(scratch, "survey.log"), "rb") as log:

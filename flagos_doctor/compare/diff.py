@@ -35,11 +35,12 @@ COMPARE_SCHEMA = "flagos-doctor/compare/1"
 #: tried in order). The first path present wins, so older or newer provenance layouts
 #: still read.
 COMPARABILITY = (
-    ("route_set_sha256", (("provenance", "route_set_sha256"), ("comparable", "route_set_sha256"))),
+    ("route_set_sha256", (("provenance", "route_set_sha256"), ("provenance", "routes", "route_set_sha256"),
+                          ("comparable", "route_set_sha256"))),
     ("harness_version", (("provenance", "harness_version"), ("comparable", "harness_version"))),
     ("profiles", (("provenance", "spec", "profiles"), ("spec", "profiles"))),
     ("tolerances", (("provenance", "spec", "tolerances"), ("spec", "tolerances"))),
-    ("device_type", (("provenance", "device", "type"), ("provenance", "device_type"), ("comparable", "device"))),
+    ("device_type", (("provenance", "device", "type"), ("provenance", "device_type"), ("comparable", "device_type"))),
     ("stack", (("provenance", "stack"), ("comparable", "stack"))),
 )
 
@@ -56,11 +57,11 @@ CONTEXT = (
     ("python", (("provenance", "versions", "python"), ("provenance", "python"))),
     ("device", (("provenance", "device", "name"), ("provenance", "device_name"))),
     ("device count", (("provenance", "device", "count"),)),
-    ("conf", (("provenance", "conf", "path"),)),
-    ("conf sha256", (("provenance", "conf", "sha256"),)),
-    ("spec sha256", (("provenance", "spec_sha256"), ("comparable", "spec_sha256"))),
+    ("conf", (("provenance", "conf", "path"), ("provenance", "routes", "conf"))),
+    ("conf sha256", (("provenance", "conf", "sha256"), ("provenance", "routes", "conf_sha256"))),
+    ("spec sha256", (("provenance", "spec_sha256"), ("provenance", "spec", "sha256"), ("comparable", "spec_sha256"))),
     ("started", (("provenance", "started"),)),
-    ("finished", (("provenance", "finished"),)),
+    ("finished", (("provenance", "finished"), ("provenance", "ended"))),
 )
 
 _MISSING = object()

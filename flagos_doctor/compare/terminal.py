@@ -13,6 +13,14 @@ def _plain(value) -> str:
     return "-" if value is None else str(value)
 
 
+def _short(value) -> str:
+    """Long hex digests cut to 16 characters: the Markdown and JSON keep them whole."""
+    text = _plain(value)
+    if len(text) == 64 and all(c in "0123456789abcdef" for c in text):
+        return text[:16] + "…"
+    return text
+
+
 def _case(view) -> str:
     return "absent" if view is None else f"{view.get('status')} ({view.get('route')})"
 
@@ -52,7 +60,7 @@ def render(comparison: dict, console: Console) -> None:
         runs.add_column("A", overflow="fold")
         runs.add_column("B", overflow="fold")
         for name, va, vb in shown:
-            runs.add_row(name, _plain(va), _plain(vb))
+            runs.add_row(name, _short(va), _short(vb))
         console.print(runs)
 
     transitions = comparison.get("transitions") or []
