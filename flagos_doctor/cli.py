@@ -111,7 +111,7 @@ def probe(
         "  flagos-doctor survey --stack flag_gems --routes flag_gems --workers 4\n\n"
         "  flagos-doctor survey --device cpu --conf backends_flaggems.conf   # self-check of the harness\n\n"
         "  flagos-doctor survey --compare before.json after.json\n\n"
-        "  flagos-doctor survey --compare 1adbc97 5e0f2aa --repo ~/Torch-FL --build-cmd 'pip install -e . --no-build-isolation'"
+        "  flagos-doctor survey --compare 1adbc97 5e0f2aa --repo ~/Torch-FL --build-cmd 'python setup.py build_ext --inplace'"
     )
 )
 def survey(
@@ -195,7 +195,7 @@ def report(
     epilog=(
         "Examples:\n\n"
         "  flagos-doctor suite --compare before.xml after.xml\n\n"
-        "  flagos-doctor suite --compare 1adbc97 5e0f2aa --repo ~/Torch-FL --build-cmd 'pip install -e .' "
+        "  flagos-doctor suite --compare 1adbc97 5e0f2aa --repo ~/Torch-FL --build-cmd 'python setup.py build_ext --inplace' "
         "--test-cmd 'pytest tests/unit -q'"
     )
 )
