@@ -194,3 +194,22 @@ def test_vendor_tool_missing_and_hanging(tmp_path):
     hang.chmod(0o755)
     result = environment.run_tool("hanging-smi", [str(hang)], timeout=1)
     assert result["found"] and result["why"] == "timed out after 1 s"
+
+
+def test_scrub_hides_secret_values_everywhere():
+    from flagos_doctor.report import redact
+
+    environ = {"FLAGOS_API_KEY": "k-12345678", "FLAGGEMS_DB_URL": "mysql://u:pw-999@h/db", "FLAGOS_X": "1"}
+    bundle = {
+        "probe": {
+            "events": [{"probe": "$FLAGOS_API_KEY", "value": {"repr": "'written-by-the-stack'"}, "seq": 3}],
+            "facts": {"env": {"FLAGOS_API_KEY": "k-12345678", "FLAGOS_X": "1"}},
+            "notices": ["saw k-12345678 and mysql://u:pw-999@h/db"],
+        },
+        "store_key": "kept",
+    }
+    clean = redact.scrub(bundle, redact.secret_values(environ))
+    text = json.dumps(clean)
+    assert "12345678" not in text and "pw-999" not in text and "written-by-the-stack" not in text
+    assert clean["probe"]["facts"]["env"]["FLAGOS_X"] == "1" and clean["store_key"] == "kept"
+    assert clean["probe"]["events"][0]["seq"] == 3

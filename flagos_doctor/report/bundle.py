@@ -20,7 +20,7 @@ import os
 from flagos_doctor import __version__
 from flagos_doctor.errors import BadInput
 from flagos_doctor.options import CompareOptions, ProbeOptions, ReportOptions
-from flagos_doctor.report import environment
+from flagos_doctor.report import environment, redact
 
 REPORT_SCHEMA = "flagos-doctor/report/1"
 
@@ -226,6 +226,7 @@ def collect(options: ReportOptions) -> dict:
         bundle["compare"] = compare_piece(options)
         if bundle["compare"].get("error"):
             problems.append(f"compare: {bundle['compare']['error']}")
-    bundle["template"] = template_fields(bundle)
     bundle["problems"] = problems
+    bundle = redact.scrub(bundle, redact.secret_values(os.environ))
+    bundle["template"] = template_fields(bundle)
     return bundle

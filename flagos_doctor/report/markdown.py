@@ -96,7 +96,7 @@ def _probe(probe: dict) -> list[str]:
         out += ["No findings.", ""]
     probes = probe.get("probes") or []
     if probes:
-        rows = ["| probe | original | writers | final |", "|---|---|---|---|"]
+        rows = ["| probe | still original | writers | final |", "|---|---|---|---|"]
         for entry in probes:
             writers = entry.get("writers") or []
             names = ", ".join(
