@@ -400,7 +400,7 @@ def _eigvals(c):
 # Element-wise with constraints -----------------------------------------------------------------
 
 
-@recipe("clamp")
+@recipe("clamp", "clip")
 def _clamp(c):
     if c.overload.endswith(".Tensor"):
         low = c.tensor(kind="any")
@@ -879,6 +879,47 @@ def _grid_sampler(c):
             "interpolation_mode": 0, "padding_mode": 0, "align_corners": False}
 
 
+@recipe("max_unpool2d")
+def _max_unpool2d(c):
+    shape = _spatial_shape(c, 2)
+    try:
+        pooled, indices = torch.ops.aten.max_pool2d_with_indices(c.tensor(shape, dtype=torch.float32), [2, 2], [2, 2])
+    except Exception as exc:
+        raise Declined(f"max pool for indices: {type(exc).__name__}: {_first_line(exc)}")
+    # indices from a real max pool: arbitrary ones may point outside the output
+    return {"self": c.tensor(list(pooled.shape)), "indices": indices, "output_size": shape[-2:]}
+
+
+@recipe("_pdist_backward")
+def _pdist_backward(c):
+    x = c.tensor(c.dims(2), layout=False)
+    try:
+        dist = torch.ops.aten._pdist_forward(x, 2.0)
+    except Exception as exc:
+        raise Declined(f"forward: {type(exc).__name__}: {_first_line(exc)}")
+    return {"grad": c.tensor(list(dist.shape), dtype=dist.dtype), "self": x, "p": 2.0, "pdist": dist}
+
+
+@recipe("bucketize", "searchsorted")
+def _bucketize(c):
+    boundaries = c.tensor([9], layout=False).sort().values if not c.is_bool else c.tensor([2], layout=False)
+    return {"boundaries": boundaries, "sorted_sequence": boundaries, "right": bool(c.seed % 2)}
+
+
+@recipe("_thnn_fused_lstm_cell")
+def _lstm_cell(c):
+    batch, hidden = c.dims(2)
+    hidden = min(hidden, 16)
+    return {"input_gates": c.tensor([batch, 4 * hidden]), "hidden_gates": c.tensor([batch, 4 * hidden]),
+            "cx": c.tensor([batch, hidden]), "input_bias": c.tensor([4 * hidden], layout=False),
+            "hidden_bias": c.tensor([4 * hidden], layout=False)}
+
+
+@recipe("gcd", "lcm")
+def _gcd(c):
+    return {"other": c.tensor(kind="nonzero")}
+
+
 # Activations' backwards, softmax ---------------------------------------------------------------
 
 
@@ -975,7 +1016,9 @@ def _batch_norm_inputs(c):
     }
 
 
-@recipe("native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training", "batch_norm")
+@recipe("native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training", "batch_norm",
+        "_native_batch_norm_legit_functional", "_batch_norm_no_update", "_batch_norm_with_update",
+        "_batch_norm_impl_index", "cudnn_batch_norm", "miopen_batch_norm")
 def _batch_norm(c):
     shape, values = _batch_norm_inputs(c)
     values.update(input=c.tensor(shape), training=bool(c.seed % 2), momentum=0.1)
@@ -1083,10 +1126,84 @@ def _convolution(c):
             "benchmark": False, "deterministic": True, "allow_tf32": False}
 
 
+def _conv_nd(spatial: int):
+    def build(c):
+        shape = _spatial_shape(c, spatial)
+        ch = shape[1]
+        values = {"input": c.tensor(shape), "weight": c.tensor([4, ch] + [3] * spatial, layout=False),
+                  "bias": c.tensor([4], layout=False), "stride": [1] * spatial, "dilation": [1] * spatial,
+                  "groups": 1}
+        values["padding"] = ("same" if c.seed % 2 else "valid") if c.overload.endswith(".padding") else [1] * spatial
+        return values
+
+    return build
+
+
+RECIPES["conv1d"] = _conv_nd(1)
+RECIPES["conv2d"] = _conv_nd(2)
+RECIPES["conv3d"] = _conv_nd(3)
+
+
+@recipe("one_hot")
+def _one_hot(c):
+    return {"self": c.index(6, list(c.shape)), "num_classes": 6 + c.seed % 2}
+
+
+@recipe("prelu")
+def _prelu(c):
+    channels = c.shape[1] if c.rank >= 2 else 1
+    return {"weight": c.tensor([channels], layout=False)}
+
+
+@recipe("quantile", "nanquantile")
+def _quantile(c):
+    return {"q": torch.tensor([0.1, 0.5, 0.9], dtype=c.dtype if c.is_float else torch.float32), "dim": -1}
+
+
+@recipe("select_backward")
+def _select_backward(c):
+    sizes = list(c.shape)
+    return {"grad_output": c.tensor(sizes[1:] or []), "input_sizes": sizes, "dim": 0, "index": sizes[0] // 2}
+
+
+@recipe("select_scatter")
+def _select_scatter(c):
+    return {"src": c.tensor(list(c.shape[1:])), "dim": 0, "index": c.shape[0] // 2}
+
+
+@recipe("tile")
+def _tile(c):
+    return {"dims": [2] + [1] * (c.rank - 1)}
+
+
+@recipe("normal")
+def _normal(c):
+    return {"mean": c.tensor() if "Tensor_" in c.overload else 0.5,
+            "std": c.tensor(kind="positive") if c.overload.endswith("_Tensor") else 1.5}
+
+
+@recipe("upsample_nearest3d", "upsample_trilinear3d")
+def _upsample3d(c):
+    shape = _spatial_shape(c, 3)
+    return {"self": c.tensor(shape), "output_size": [shape[2] * 2, shape[3] + 1, shape[4] // 2 + 1],
+            "align_corners": bool(c.seed % 2)}
+
+
+@recipe("_upsample_nearest_exact1d")
+def _upsample_exact1d(c):
+    shape = c.dims(3)
+    return {"self": c.tensor(shape), "output_size": [shape[-1] * 2 - 1]}
+
+
+@recipe("_assert_async")
+def _assert_async(c):
+    return {"self": c.tensor([], kind="positive")}
+
+
 # Factories ---------------------------------------------------------------------------------------
 
 
-@recipe("arange")
+@recipe("arange", "range")
 def _arange(c):
     n = c.shape[0]
     return {"end": n, "start": -3, "step": 2, "dtype": c.dtype}
