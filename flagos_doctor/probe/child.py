@@ -15,6 +15,7 @@ Standard library only until the stack itself imports torch.
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import importlib.util
 import json
@@ -196,6 +197,9 @@ def main() -> None:
     except OSError:
         pass
     config = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    if config.get("timeout"):
+        # Just before the parent gives up on us, leave our stacks in the stderr tail.
+        faulthandler.dump_traceback_later(max(0.5, config["timeout"] - min(2.0, config["timeout"] * 0.1)))
     probes = list(dict.fromkeys(watch.DEFAULT_PROBES + config.get("probes", [])))
     env = list(dict.fromkeys(watch.DEFAULT_ENV + config.get("env", [])))
     tracer = tracing.Tracer(channel.emit, probes, env)

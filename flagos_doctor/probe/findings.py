@@ -27,6 +27,11 @@ def _finding(kind, severity, probe, message, events) -> dict:
     return {"kind": kind, "severity": severity, "probe": probe, "message": message, "events": sorted(set(events))}
 
 
+def first_line(text: str | None, limit: int = 300) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def _function(phase: str) -> str:
     return phase.rsplit(":", 1)[-1] if ":" in phase else phase
 
@@ -63,7 +68,7 @@ def _import_failed(document) -> list[dict]:
                 at = f" (raised in {last['file']}:{last['function']}, line {last['line']})"
             seqs = [e["seq"] for e in document.get("events", []) if e.get("step") == outcome["step"]][-3:]
             out.append(_finding("import-failed", "error", None,
-                                f"{outcome['step']} failed: {outcome.get('error', '').strip()}{at}.", seqs))
+                                f"{outcome['step']} failed: {first_line(outcome.get('error'))}{at}.", seqs))
     return out
 
 
@@ -159,6 +164,8 @@ def _triton(document, events, by_seq) -> list[dict]:
         active = event.get("active_backends") or []
         answers = ", ".join(f"{k}: {v}" for k, v in (event.get("is_active") or {}).items())
         who = f"{label(event['where'])} (line {event['where'].get('line')})"
+        if event.get("raised"):
+            answers += f"; creating it raised {first_line(event['raised'], 200)}"
         if len(active) != 1:
             out.append(_finding("triton-driver", "error", "triton.runtime.driver.active",
                                 f"{who} first read triton.runtime.driver.active, and {len(active)} Triton backends "
@@ -169,8 +176,9 @@ def _triton(document, events, by_seq) -> list[dict]:
             because = f" (redirected by {label(redirect[-1]['where'])}, line {redirect[-1]['where'].get('line')})" if redirect else ""
             out.append(_finding("triton-driver", "warning", "triton.runtime.driver.active",
                                 f"{who} created Triton's driver: NVIDIA's, because torch.cuda.is_available answered True"
-                                f"{because}, but this machine has no CUDA runtime (the original answers False); the "
-                                f"driver does not match the device {facts.get('privateuse1')!r}.",
+                                f"{because}, but this machine has no CUDA runtime (the original answers False)"
+                                + (f"; the driver does not match the device {facts['privateuse1']!r}."
+                                   if facts.get("privateuse1") not in (None, "privateuseone") else "."),
                                 [event["seq"]] + [e["seq"] for e in redirect[-1:]]))
     return out
 
@@ -223,9 +231,12 @@ def _disagreements(probes, stale) -> list[dict]:
         if not now or not before or now["repr"] == before["repr"]:
             continue
         where = (probe.get("final") or {}).get("defined_at")
+        def says(call):
+            return f"answers {call['repr']}" if call["ok"] else f"raises {call['repr']}"
+
         message = (
-            f"{probe['name']} now answers {now['repr']} ({where}) while its original answers "
-            f"{before['repr']}: code that means the native question gets the redirected answer."
+            f"{probe['name']} now {says(now)} ({where}) while its original {says(before)}: code that "
+            "means the native question gets the redirected answer."
         )
         severity = "warning" if probe["name"] in stale_probes else "info"
         out.append(_finding("probe-disagreement", severity, probe["name"], message, probe.get("write_events", [])[-1:]))
@@ -233,11 +244,15 @@ def _disagreements(probes, stale) -> list[dict]:
 
 
 def _exercise_failed(document) -> list[dict]:
+    facts = document.get("facts") or {}
+    no_device = (facts.get("privateuse1") in (None, "privateuseone")
+                 and (facts.get("native_cuda_available") or {}).get("repr") == "False")
+    severity = "info" if no_device else "warning"  # nothing to exercise on this machine
     out = []
     for outcome in document.get("outcomes", []):
         if outcome["step"].startswith("exercise") and not outcome["ok"]:
             frames = outcome.get("traceback") or []
             at = f" (raised in {frames[-1]['file']}:{frames[-1]['function']}, line {frames[-1]['line']})" if frames else ""
-            out.append(_finding("exercise-failed", "warning", None,
-                                f"{outcome['step'][len('exercise: '):]} failed: {outcome.get('error', '').strip()}{at}.", []))
+            out.append(_finding("exercise-failed", severity, None,
+                                f"{outcome['step'][len('exercise: '):]} failed: {first_line(outcome.get('error'))}{at}.", []))
     return out

@@ -42,6 +42,7 @@ def child_config(options: ProbeOptions) -> dict:
         "probes": list(dict.fromkeys(probes)),
         "env": env,
         "exercise": options.exercise,
+        "timeout": options.timeout,
         # Test suites and the overhead benchmark may skip the slow compile step.
         "compile": os.environ.get("FLAGOS_DOCTOR_PROBE_COMPILE", "1") != "0",
     }
@@ -112,6 +113,11 @@ def build_document(records: list[dict], config: dict, options: ProbeOptions) -> 
     hello = next((r for r in records if r.get("t") == "hello"), {})
     imports = next((r["modules"] for r in records if r.get("t") == "imports"), config["imports"])
     events = [_event(r) for r in records if r.get("t") == "event"]
+    for record in records:
+        if record.get("t") == "driver":  # creating Triton's driver raised
+            for event in events:
+                if event["seq"] == record["seq"]:
+                    event["raised"] = record["raised"]
     final = next((r for r in records if r.get("t") == "final"), None)
     probes = _probes(events, final)
     return {

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import re
 import sys
 import sysconfig
 import types
@@ -50,6 +51,7 @@ _CHEAP_CALLS = {"is_available", "device_count", "get_device_name", "get_device_c
 _PU1_WRITERS = {"rename_privateuse1_backend", "_rename_privateuse1_backend", "_setup_privateuseone_for_python_backend"}
 
 _TRACER: "Tracer | None" = None
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def _qualname(code) -> str:
@@ -74,7 +76,7 @@ def safe_repr(value, limit: int = 160) -> str:
         text = repr(value)
     except Exception as exc:  # a repr that raises must not break the stack
         text = f"<{type(value).__name__}: repr raised {type(exc).__name__}>"
-    text = " ".join(text.split())
+    text = _ADDRESS.sub("", " ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -105,6 +107,8 @@ class Tracer:
         self.env_original = dict(self.env_last)
         self.libc_environ = None
         self.driver_created = False
+        self.modules_seen = 0
+        self.waiting = None
         self.dict_watch = None
         self._hooked_write = False
         for name in probes:
@@ -130,7 +134,11 @@ class Tracer:
 
         def __import__(name, globals=None, locals=None, fromlist=(), level=0):
             module = original_import(name, globals, locals, fromlist, level)
-            if tracer.pending and not tracer.busy:
+            # Cheap enough for the many imports inside functions: only new modules matter.
+            if not tracer.busy and (
+                len(sys.modules) != tracer.modules_seen
+                or (tracer.waiting is not None and not _initializing(tracer.waiting))
+            ):
                 tracer.resolve()
             return module
 
@@ -166,20 +174,29 @@ class Tracer:
         return os.path.relpath(path, root) if path.startswith(root + os.sep) else path
 
     def _lookup(self, dotted: str):
-        """The object a dotted name reaches by attribute access, or _MISSING (no hooks run)."""
+        """The object a dotted name reaches by attribute access, or _MISSING (no hooks run).
+
+        A module still running its body does not count yet (its attributes are not all
+        there); ``self.waiting`` then names it, so the import hook looks again when it is done.
+        """
+        module = sys.modules.get(dotted)
+        if isinstance(module, types.ModuleType) and not _initializing(module):
+            parent, _, name = dotted.rpartition(".")
+            shadow = _static_get(sys.modules.get(parent), name) if parent in sys.modules else _MISSING
+            if shadow is _MISSING or shadow is module or isinstance(shadow, types.ModuleType):
+                return module
         parts = dotted.split(".")
         obj = sys.modules.get(parts[0], _MISSING)
-        if obj is _MISSING:
-            return _MISSING
-        if _initializing(obj):
-            return _MISSING
         for i, part in enumerate(parts[1:], start=1):
+            if obj is _MISSING:
+                return _MISSING
             nxt = _static_get(obj, part)
             if nxt is _MISSING:
                 nxt = sys.modules.get(".".join(parts[: i + 1]), _MISSING)
-            if nxt is _MISSING or _initializing(nxt):
-                return _MISSING
             obj = nxt
+        if obj is not _MISSING and _initializing(obj):
+            self.waiting = obj
+            return _MISSING
         return obj
 
     def resolve(self) -> None:
@@ -187,6 +204,8 @@ class Tracer:
         if self.busy:
             return
         self.busy = True
+        self.modules_seen = len(sys.modules)
+        self.waiting = None  # a module still running its body, that an owner waits for
         try:
             torch = sys.modules.get("torch")
             if torch is not None and self.torch_dir is None and getattr(torch, "__file__", None):
@@ -270,6 +289,8 @@ class Tracer:
         return {"repr": safe_repr(value), "defined_at": self.defined_at(value)}
 
     def defined_at(self, value) -> str | None:
+        if isinstance(value, (str, bytes, int, float, bool, type(None), tuple, list, dict)):
+            return None
         try:
             target = value
             for _ in range(3):
@@ -751,7 +772,7 @@ def _traced_module_classes(base):
         if tracer is None or tracer.busy:
             return base_setattr(self, name, value)
         entry = tracer.owners.get(id(self))
-        if entry is not None and name in entry["attrs"]:
+        if entry is not None and (name in entry["attrs"] or entry["name"] == "torch"):
             tracer.check(sys._getframe(1))  # writes the hooks missed come before this one
         previous = _static_get(self, name)
         tracer._hooked_write = True
@@ -848,6 +869,11 @@ def _traced_driver_class(base):
                 pass
             finally:
                 tracer.busy = False
+            try:
+                return base_getattribute(self, name)
+            except Exception as exc:  # no driver: say so, then let the stack see the error
+                tracer.emit({"t": "driver", "seq": tracer.seq, "raised": f"{type(exc).__name__}: {exc}"[:500]})
+                raise
         return base_getattribute(self, name)
 
     def __setattr__(self, name, value):
