@@ -1,0 +1,247 @@
+"""``flagos-doctor survey``: run every overload of a route set on the device, judge it, keep it.
+
+Wires the parts: the route set (:mod:`.routes`), the spec (:mod:`.spec`), the workers
+(:mod:`.pool`), the results file and journal (:mod:`.journal`), the document
+(:mod:`.results`), the terminal (:mod:`.progress`) and the results store. Never imports torch.
+
+Exit status: 0 when every selected overload got a verdict (whatever the verdicts: a survey
+measures; ``--compare`` judges), 1 when the survey could not complete (the stack would not
+start, workers kept dying at start, an internal error), 2 for bad input (including a results
+file made with another setup), 130 when interrupted (the results file and journal are kept:
+run the same command again to resume).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from datetime import datetime, timezone
+
+from flagos_doctor import files
+from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, BadInput
+from flagos_doctor.options import SurveyOptions
+from flagos_doctor.store import Store, safe_name
+from flagos_doctor.survey import model, pool as pool_module, progress, results, routes, stacks
+from flagos_doctor.survey.journal import Journal
+from flagos_doctor.survey.verdicts import verdict as verdict_of
+
+ISOLATIONS = ("pooled", "per-overload")
+
+
+def default_output(stack: str) -> str:
+    """``./flagos-survey-<stack>.json``: one results file per stack in the current folder."""
+    return f"flagos-survey-{safe_name(stack)}.json"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _validate(options: SurveyOptions) -> None:
+    if options.isolation not in ISOLATIONS:
+        raise BadInput(f"--isolation must be one of {', '.join(ISOLATIONS)}, not {options.isolation!r}")
+    if options.routes is not None and options.routes not in routes.ROUTE_SOURCES:
+        raise BadInput(f"--routes must be one of {', '.join(routes.ROUTE_SOURCES)}, not {options.routes!r}")
+    if options.routes and options.conf:
+        raise BadInput("give --conf or --routes, not both")
+    if options.workers < 1:
+        raise BadInput("--workers must be at least 1")
+    if options.timeout <= 0:
+        raise BadInput("--timeout must be positive")
+
+
+def _load_spec(path: str | None):
+    from flagos_doctor.survey.spec import load_spec
+
+    if path is not None and not os.path.isfile(path):
+        raise BadInput("no such spec file", path)
+    return load_spec(path)
+
+
+def _route_set(options: SurveyOptions, config: pool_module.WorkerConfig) -> routes.RouteSet:
+    if options.conf:
+        return routes.from_conf(options.conf, options.backend)
+    source = options.routes
+    if source is None:
+        if options.stack == "demo":
+            return routes.from_conf(stacks.DEMO_CONF, options.backend)
+        if options.stack == "torch_fl" and os.environ.get("FLAGOS_BACKEND_CONFIG"):
+            return routes.from_conf(os.environ["FLAGOS_BACKEND_CONFIG"], options.backend)
+        if options.stack == "flag_gems":
+            source = "flag_gems"
+        else:
+            raise BadInput(f"stack {options.stack!r}: say which overloads to survey with --conf PATH or --routes stack")
+    listing = pool_module.WorkerConfig(**{**config.__dict__, "stack": "flag_gems" if source == "flag_gems" else options.stack})
+    lister = pool_module.Pool(listing, 1)
+    try:
+        worker = lister.start_worker(0, list_only=True)
+        overloads = worker.registered()
+    except pool_module.StackFailed as exc:
+        _stack_failed(exc, listing.stack)
+    finally:
+        lister.close()
+    return routes.from_listing(source, overloads, options.backend)
+
+
+def _stack_failed(exc: pool_module.StackFailed, stack: str):
+    if exc.missing:
+        raise BadInput(f"no importable stack module {stack!r} (demo | torch_fl | flag_gems | a module with setup())", "--stack")
+    raise SurveyFailed(str(exc))
+
+
+class SurveyFailed(Exception):
+    """The survey could not run (exit 1)."""
+
+
+def run(options: SurveyOptions) -> int:
+    try:
+        return _run(options)
+    except SurveyFailed as exc:
+        print(f"flagos-doctor: survey failed: {exc}", file=sys.stderr)
+        return EXIT_FINDING
+
+
+def _run(options: SurveyOptions) -> int:
+    _validate(options)
+    spec = _load_spec(options.spec)
+    spec_dict = spec.to_dict()
+    config = pool_module.WorkerConfig(
+        python=options.python, stack=options.stack, device=options.device,
+        spec=os.path.abspath(options.spec) if options.spec else None,
+        conf=os.path.abspath(options.conf) if options.conf else None,
+        backend=options.backend, timeout=options.timeout, keep_env=options.keep_env,
+        devices=list(options.devices), startup_timeout=max(600.0, options.timeout),
+    )
+    route_set = _route_set(options, config)
+    if route_set.source != "conf" and config.conf is None and options.stack == "demo":
+        config.conf = stacks.DEMO_CONF
+    selected = routes.select(route_set, options.ops)
+    output = options.output or default_output(options.stack)
+    comparable = {
+        "harness_version": model.HARNESS_VERSION,
+        "route_set_sha256": route_set.sha256,
+        "spec_sha256": getattr(spec, "sha256", None) or results.spec_sha256(spec_dict),
+        "stack": options.stack,
+        "backend": route_set.backend,
+        "device": options.device,
+    }
+    journal = Journal(output, comparable)
+    journal.load()  # refuses another setup before any worker starts
+
+    workers = pool_module.Pool(config, options.workers, per_overload=options.isolation == "per-overload")
+    started = _now()
+    clock = time.monotonic()
+    try:
+        try:
+            first = workers.start_worker(0)
+        except pool_module.StackFailed as exc:
+            _stack_failed(exc, options.stack)
+        found = first.ready["provenance"]
+        journal.extend({
+            "device_type": (found.get("device") or {}).get("type"),
+            "torch": found.get("torch"),
+            "store_key": found.get("store_key"),
+        })
+        if options.rerun:
+            journal.drop(selected)
+        runs = list(((journal.previous or {}).get("provenance") or {}).get("runs", []))
+        this_run = {
+            "started": started, "ended": None, "selected": len(selected), "isolation": options.isolation,
+            "workers": options.workers, "devices": list(options.devices), "rerun": options.rerun,
+        }
+        provenance = {
+            **found,
+            "routes": route_set.provenance(),
+            "harness_version": model.HARNESS_VERSION,
+            "spec": spec_dict,
+            "spec_path": config.spec,
+            "timeout": options.timeout,
+            "started": runs[0]["started"] if runs else started,
+            "ended": None,
+            "runs": runs + [this_run],
+        }
+
+        def document() -> dict:
+            return results.build(provenance, journal.comparable, route_set.overloads, journal.finished, journal.partial, journal.profiles)
+
+        tasks = [(name, journal.remaining_profiles(name)) for name in selected if name not in journal.finished]
+        journal.start(document())
+        view = progress.LiveProgress(len(tasks), quiet=options.quiet)
+        fatal = None
+        interrupted = False
+        try:
+            if tasks:
+                workers.run(tasks, first)
+                slots = min(workers.workers, len(tasks))
+            else:
+                first.close()
+                slots = 0
+            while slots:
+                event = workers.events.get()
+                if event.kind == "begin":
+                    view.begin(event.overload)
+                elif event.kind == "profiles":
+                    journal.record_profiles(event.overload, event.data["profiles"])
+                elif event.kind == "case":
+                    journal.record_case(event.overload, event.data)
+                elif event.kind == "end":
+                    journal.record_end(event.overload)
+                    files.write_json(journal.output, document())
+                    view.end(event.overload, verdict_of(journal.finished[event.overload]))
+                elif event.kind == "replaced":
+                    view.note(f"worker {event.data['slot']} replaced after {event.overload}: {event.data['why']}")
+                elif event.kind == "fatal":
+                    fatal = fatal or event.data
+                    workers.stop()
+                elif event.kind == "slot_end":
+                    slots -= 1
+        except KeyboardInterrupt:
+            interrupted = True
+            workers.stop()
+        finally:
+            view.stop()
+    finally:
+        workers.close()
+
+    ended = _now()
+    this_run["ended"] = ended
+    this_run["seconds"] = round(time.monotonic() - clock, 3)
+    provenance["ended"] = ended
+    doc = document()
+    done = all(name in journal.finished for name in selected)
+    journal.close(done, doc)
+    _write_outputs(options, doc)
+    if done and doc["complete"] and not options.no_store:
+        store = Store(options.store)
+        doc_key = provenance.get("store_key") or f"{options.stack}-unknown"
+        filed = store.file("survey", doc_key, results.fingerprint(journal.comparable), journal.output)
+        provenance["store_path"] = filed
+    if not options.quiet:
+        stream_is_json = options.json_path == "-"
+        from rich.console import Console
+
+        progress.render_summary(doc, journal.output, Console(stderr=True) if stream_is_json else Console())
+        if provenance.get("store_path"):
+            Console(stderr=stream_is_json).print(f"filed in the store: {provenance['store_path']}")
+    if interrupted:
+        raise KeyboardInterrupt
+    if fatal:
+        if fatal.get("missing"):
+            raise BadInput(f"no importable stack module {options.stack!r}", "--stack")
+        print(f"flagos-doctor: survey stopped: {fatal['message']}", file=sys.stderr)
+        return EXIT_FINDING
+    return EXIT_OK if done else EXIT_FINDING
+
+
+def _write_outputs(options: SurveyOptions, doc: dict) -> None:
+    if options.census_path:
+        files.atomic_write_text(options.census_path, results.census_of(doc))
+    if options.json_path == "-":
+        sys.stdout.write(files.dump_json(doc))
+        sys.stdout.flush()
+    elif options.json_path:
+        files.write_json(options.json_path, doc)
+
+
+__all__ = ["run", "default_output", "EXIT_BAD_INPUT"]

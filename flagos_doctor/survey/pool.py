@@ -1,0 +1,347 @@
+"""Worker processes of a survey, on the parent side (standard library only, no torch).
+
+Each :class:`WorkerProcess` is a fresh interpreter (spawned, never forked from a process
+with a device runtime) that imports the stack once and runs many overloads. A worker that
+dies on a signal, hangs past the per-case timeout or reports a poisoned device context is
+replaced; the case in flight is recorded as CRASH, TIMEOUT or ERROR (poison) and the cases
+after it run in a fresh worker. A case is recorded only when its worker said it started it.
+
+:class:`Pool` runs slots (``--workers``) in threads, one worker each, pulling overloads from
+a queue and reporting :class:`Event` objects to the caller's thread, which alone writes the
+journal and the terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import tempfile
+import threading
+from dataclasses import dataclass, field
+
+from flagos_doctor.childproc import Child, ChildEnded, ChildTimeout, tail_text
+from flagos_doctor.survey import model, stacks
+
+WORKER_MODULE = "flagos_doctor.survey.worker"
+#: A replacement worker that cannot start this many times in a row ends the survey.
+MAX_START_FAILURES = 3
+#: An overload whose worker dies this many times before any of its cases started gets one
+#: overload-level CRASH record instead of another attempt.
+MAX_IDLE_DEATHS = 2
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class StackFailed(Exception):
+    """A worker could not set the stack up (``missing``: the stack module does not exist)."""
+
+    def __init__(self, message: str, missing: bool = False):
+        super().__init__(message)
+        self.missing = missing
+
+
+@dataclass
+class WorkerConfig:
+    python: str
+    stack: str
+    device: str | None
+    spec: str | None
+    conf: str | None
+    backend: str
+    timeout: float
+    keep_env: bool = False
+    devices: list[str] = field(default_factory=list)
+    startup_timeout: float = 600.0
+    scratch: str = ""  # folder for the capture files
+
+    def env(self, slot: int) -> dict:
+        env = dict(os.environ)
+        stack = stacks.get_stack(self.stack)
+        stack.prepare_env(env, self.conf, self.keep_env)
+        if self.devices:
+            env[stack.visible_devices_var] = self.devices[slot % len(self.devices)]
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        return env
+
+
+@dataclass
+class Event:
+    kind: str  # ready | profiles | start | case | done | replaced | fatal
+    overload: str | None = None
+    data: dict = field(default_factory=dict)
+
+
+class WorkerProcess:
+    """One worker process: start it, hand it overloads, learn how it ended."""
+
+    _counter = 0
+    _lock = threading.Lock()
+
+    def __init__(self, config: WorkerConfig, slot: int, list_only: bool = False):
+        with WorkerProcess._lock:
+            WorkerProcess._counter += 1
+            number = WorkerProcess._counter
+        self.config = config
+        self.slot = slot
+        self.capture = os.path.join(config.scratch, f"worker-{slot}-{number}.log")
+        self.child = Child(config.python, WORKER_MODULE, env=config.env(slot))
+        self.ready: dict | None = None
+        try:
+            self.child.send(
+                {
+                    "op": "init",
+                    "stack": config.stack,
+                    "device": config.device,
+                    "spec": config.spec,
+                    "backend": config.backend,
+                    "capture": None if list_only else self.capture,
+                    "list_only": list_only,
+                }
+            )
+            record = self.child.recv(config.startup_timeout)
+        except ChildTimeout:
+            self.child.terminate_after_timeout()
+            self.close()
+            raise StackFailed(f"stack {config.stack!r} did not start within {config.startup_timeout:.0f}s")
+        except ChildEnded as exc:
+            tail = self.child.stderr_tail(12)
+            self.close()
+            raise StackFailed(f"stack {config.stack!r} worker {exc.end.describe()} while starting: {tail[-800:]}")
+        if record.get("kind") != "ready":
+            self.close()
+            raise StackFailed(f"stack {config.stack!r} failed to start: {record.get('error')}", bool(record.get("missing")))
+        self.ready = record
+
+    # -- the stack's own list ------------------------------------------------------------
+    def registered(self) -> list[str]:
+        self.child.send({"op": "list"})
+        record = self.child.recv(self.config.startup_timeout)
+        if record.get("kind") != "registered":
+            raise StackFailed(f"stack {self.config.stack!r} cannot list its overloads: {record.get('error')}")
+        return record["overloads"]
+
+    # -- one overload --------------------------------------------------------------------
+    def attempt(self, name: str, profiles: list[str] | None, report) -> str:
+        """Run ``name`` (only ``profiles`` when given); ``report(Event)`` for each record.
+
+        Returns ``"done"``, ``"ended"`` (the worker is gone after a case it started: its
+        CRASH / TIMEOUT / poisoned ERROR was reported) or ``"idle"`` (the worker died or hung
+        before starting any case of this request: nothing was recorded).
+        """
+        in_flight = None
+        self._offset = 0
+        try:
+            self.child.send({"op": "overload", "name": name, "profiles": profiles})
+            while True:
+                record = self.child.recv(self.config.timeout)
+                kind = record.get("kind")
+                if kind == "start":
+                    in_flight = record["profile"]
+                    self._offset = int(record.get("offset") or 0)
+                    report(Event("start", name, {"profile": in_flight}))
+                elif kind == "case":
+                    in_flight = None
+                    case = {k: v for k, v in record.items() if k not in ("kind", "overload")}
+                    report(Event("case", name, case))
+                    if case.get("poison"):
+                        self.close()
+                        return "ended"
+                elif kind == "profiles":
+                    report(Event("profiles", name, {"profiles": record["profiles"]}))
+                elif kind == "no_schema":
+                    report(Event("case", name, {"profile": "-", "status": model.NO_SCHEMA, "route": model.ROUTE_NONE, "detail": record.get("detail", "")}))
+                elif kind == "done":
+                    return "done"
+        except ChildTimeout:
+            self.child.terminate_after_timeout()
+            if in_flight is None:
+                self.close()
+                return "idle"
+            detail = f"no result within {self.config.timeout:g}s; worker killed"
+            report(Event("case", name, self._ended_case(name, in_flight, model.TIMEOUT, detail)))
+            self.close()
+            return "ended"
+        except ChildEnded as exc:
+            if in_flight is None:
+                self.close()
+                return "idle"
+            report(Event("case", name, self._ended_case(name, in_flight, model.CRASH, f"worker {exc.end.describe()}", exc.end.signal)))
+            self.close()
+            return "ended"
+
+    def _ended_case(self, name: str, profile: str, status: str, detail: str, signal: str | None = None) -> dict:
+        """The record of a case its worker did not survive: what it printed since it started
+        gives the route (dispatch / fallback lines) and the stderr tail."""
+        text = self.captured_since(self._offset)
+        route = model.ROUTE_UNKNOWN
+        if stacks.get_stack(self.config.stack).log_evidence:
+            route, _ = stacks.route_of(name, *stacks.counts_from_log(text, self.config.backend))
+        rest = stacks.strip_evidence(text).strip()
+        case = {"profile": profile, "status": status, "route": route, "detail": detail}
+        if signal:
+            case["signal"] = signal
+        if rest:
+            case["stderr_tail"] = tail_text(rest.encode(), 20, 1500)
+        return case
+
+    def captured_since(self, offset: int) -> str:
+        try:
+            with open(self.capture, "rb") as handle:
+                handle.seek(max(offset, os.path.getsize(self.capture) - 1_000_000))
+                return handle.read().decode("utf-8", "replace")
+        except OSError:
+            return self.child.stderr_tail(20)
+
+    def close(self) -> None:
+        if self.child is None:
+            return
+        self.child.__exit__(None, None, None)
+        self.child = None
+        try:
+            os.unlink(self.capture)
+        except OSError:
+            pass
+
+
+class Pool:
+    """Slots (``--workers``) that run overloads in worker processes, one overload at a time."""
+
+    def __init__(self, config: WorkerConfig, workers: int = 1, per_overload: bool = False):
+        self.config = config
+        self.workers = max(1, workers)
+        self.per_overload = per_overload
+        self.events: queue.Queue = queue.Queue()
+        self._tasks: queue.Queue = queue.Queue()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._live: dict[int, WorkerProcess] = {}
+        self._live_lock = threading.Lock()
+        self._own_scratch = None
+        if not config.scratch:
+            self._own_scratch = tempfile.TemporaryDirectory(prefix="flagos-survey-")
+            config.scratch = self._own_scratch.name
+
+    def start_worker(self, slot: int, list_only: bool = False) -> WorkerProcess:
+        worker = WorkerProcess(self.config, slot, list_only=list_only)
+        with self._live_lock:
+            self._live[slot] = worker
+        return worker
+
+    def run(self, tasks: list[tuple[str, list[str] | None]], first: WorkerProcess | None = None) -> None:
+        """Start the slots on ``tasks`` ((overload, profiles or None)); events follow on ``events``.
+
+        ``first``, a worker already started (for its provenance), serves slot 0. A final
+        Event("finished") arrives once every slot has ended.
+        """
+        for task in tasks:
+            self._tasks.put(task)
+        count = min(self.workers, max(1, len(tasks)))
+        self._running = count
+        for slot in range(count):
+            thread = threading.Thread(target=self._slot, args=(slot, first if slot == 0 else None), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+        if first is not None and count == 0:
+            first.close()
+
+    def stop(self) -> None:
+        """Stop handing out overloads and kill every live worker."""
+        self._stop.set()
+        with self._live_lock:
+            live = list(self._live.values())
+        for worker in live:
+            if worker.child is not None:
+                worker.child.kill()
+
+    def close(self) -> None:
+        self.stop()
+        for thread in self._threads:
+            thread.join(timeout=30)
+        with self._live_lock:
+            for worker in self._live.values():
+                worker.close()
+        if self._own_scratch is not None:
+            self._own_scratch.cleanup()
+
+    # -- one slot (a thread) ---------------------------------------------------------------
+    def _slot(self, slot: int, worker: WorkerProcess | None) -> None:
+        report = self.events.put
+        try:
+            while not self._stop.is_set():
+                try:
+                    name, profiles = self._tasks.get_nowait()
+                except queue.Empty:
+                    break
+                worker = self._run_overload(slot, worker, name, profiles, report)
+                if self.per_overload and worker is not None:
+                    worker.close()
+                    worker = None
+        except StackFailed as exc:
+            report(Event("fatal", None, {"message": str(exc), "missing": exc.missing}))
+            self._stop.set()
+        except Exception as exc:  # a bug of ours must not hang the caller
+            report(Event("fatal", None, {"message": f"internal: {type(exc).__name__}: {exc}", "internal": True}))
+            self._stop.set()
+        finally:
+            if worker is not None:
+                worker.close()
+            report(Event("slot_end", None, {"slot": slot}))
+
+    def _fresh(self, slot: int) -> WorkerProcess:
+        failures = 0
+        while True:
+            try:
+                return self.start_worker(slot)
+            except StackFailed:
+                failures += 1
+                if failures >= MAX_START_FAILURES or self._stop.is_set():
+                    raise
+
+    def _run_overload(self, slot, worker, name, profiles, report):
+        known: list[str] | None = None
+        finished: set[str] = set()
+        idle_deaths = 0
+
+        last: dict = {}
+
+        def track(event: Event) -> None:
+            nonlocal known
+            if event.kind == "profiles" and known is None:
+                known = event.data["profiles"]
+            if event.kind == "case":
+                finished.add(event.data["profile"])
+                case = event.data
+                mark = case.get("signal") or (f"poison: {case['poison']}" if case.get("poison") else "")
+                last["why"] = f"{case['status']} on {case['profile']}" + (f" ({mark})" if mark else "")
+            report(event)
+
+        report(Event("begin", name, {"slot": slot}))
+        while not self._stop.is_set():
+            if worker is None or worker.child is None:
+                worker = self._fresh(slot)
+            outcome = worker.attempt(name, profiles, track)
+            if outcome == "done":
+                break
+            worker = None
+            if self._stop.is_set():
+                return None  # interrupted: the overload stays unfinished
+            if outcome == "idle":
+                idle_deaths += 1
+                if idle_deaths >= MAX_IDLE_DEATHS:
+                    track(Event("case", name, {
+                        "profile": "-", "status": model.CRASH, "route": model.ROUTE_UNKNOWN,
+                        "detail": f"worker died or hung {idle_deaths} times before any case of this overload started",
+                    }))
+                    break
+                report(Event("replaced", name, {"slot": slot, "why": "died before a case started"}))
+                continue
+            report(Event("replaced", name, {"slot": slot, "why": last.get("why", "it ended")}))
+            base = profiles if profiles is not None else known
+            if base is None:
+                break
+            profiles = [p for p in base if p not in finished]
+            if not profiles:
+                break
+        else:
+            return worker
+        report(Event("end", name, {"slot": slot}))
+        return worker

@@ -1,0 +1,116 @@
+"""The terminal view of a survey: a live progress bar while it runs, a summary table after.
+
+Both go to stderr (stdout stays free for ``--json -``) and render from plain data: the
+progress bar from counts the command hands it, the table from the results document only.
+"""
+
+from __future__ import annotations
+
+from flagos_doctor.survey import model
+
+_STYLE = {
+    model.STRICT: "green", model.BASIC_ONLY: "yellow", model.FAILED: "red", model.UNTESTED: "dim",
+    model.NO_SCHEMA: "magenta", model.PENDING: "cyan",
+}
+
+
+class LiveProgress:
+    """done/total overloads, the overloads running now, ETA, running verdict counts."""
+
+    def __init__(self, total: int, quiet: bool = False):
+        self.quiet = quiet
+        self._progress = None
+        self._running: dict[str, int] = {}
+        self.counts: dict[str, int] = {}
+        if quiet or total == 0:
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self._progress = Progress(
+            TextColumn("[bold]survey"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[counts]}"),
+            TextColumn("[dim]{task.fields[current]}"),
+            console=Console(stderr=True),
+            transient=False,
+        )
+        self._task = self._progress.add_task("survey", total=total, counts="", current="")
+        self._progress.start()
+
+    def _fields(self) -> dict:
+        counts = " ".join(
+            f"[{_STYLE[v]}]{v.lower()}={self.counts[v]}[/]" for v in model.VERDICTS if self.counts.get(v)
+        )
+        current = ", ".join(sorted(self._running))[:60]
+        return {"counts": counts, "current": current}
+
+    def begin(self, name: str) -> None:
+        self._running[name] = self._running.get(name, 0) + 1
+        if self._progress:
+            self._progress.update(self._task, **self._fields())
+
+    def end(self, name: str, verdict: str) -> None:
+        self._running.pop(name, None)
+        self.counts[verdict] = self.counts.get(verdict, 0) + 1
+        if self._progress:
+            self._progress.update(self._task, advance=1, **self._fields())
+
+    def note(self, text: str) -> None:
+        if self._progress:
+            self._progress.console.print(f"[dim]{text}")
+
+    def stop(self) -> None:
+        if self._progress:
+            self._progress.update(self._task, current="")
+            self._progress.stop()
+
+
+def render_summary(document: dict, output: str | None, console=None) -> None:
+    """The final summary table of a results document."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console(stderr=True)
+    summary = document["summary"]
+    provenance = document.get("provenance", {})
+    device = (provenance.get("device") or {})
+    title = f"survey of {provenance.get('stack', '?')} on {device.get('string', '?')}"
+    if device.get("name"):
+        title += f" ({device['name']})"
+    console.print(f"[bold]{title}")
+    table = Table()
+    table.add_column("verdict")
+    table.add_column("overloads", justify="right")
+    for verdict in model.VERDICTS:
+        count = summary["verdicts"].get(verdict, 0)
+        if count:
+            table.add_row(f"[{_STYLE[verdict]}]{verdict}[/]", str(count))
+    table.add_row("[bold]registered", f"[bold]{summary['registered']}")
+    console.print(table)
+    statuses = "  ".join(f"{k}={v}" for k, v in summary["statuses"].items())
+    routes = "  ".join(f"{k}={v}" for k, v in summary.get("routes", {}).items())
+    console.print(f"tested {summary['tested']}  basic {summary['basic']}  strict {summary['strict']}")
+    console.print(f"cases: {statuses}")
+    console.print(f"routes: {routes}")
+    if summary.get("fallback_passes"):
+        names = ", ".join(summary["fallback_overloads"][:8])
+        more = len(summary["fallback_overloads"]) - 8
+        console.print(
+            f"[yellow]{summary['fallback_passes']} PASS case(s) ran through the CPU fallback, not a kernel:[/] "
+            f"{names}{f' (+{more})' if more > 0 else ''}"
+        )
+    bad = [
+        (name, case) for name, entry in document["overloads"].items() for case in entry["cases"]
+        if case["status"] in (model.CRASH, model.TIMEOUT) or case.get("poison")
+    ]
+    for name, case in bad[:10]:
+        why = case.get("signal") or case.get("poison") or case["detail"]
+        console.print(f"[red]{case['status']}[/] {name} [{case['profile']}]: {why}")
+    if len(bad) > 10:
+        console.print(f"[red]... and {len(bad) - 10} more crash/timeout/poison cases")
+    console.print(f"census sha256 {document['census_sha256'][:16]}  results: {output}")

@@ -1,0 +1,324 @@
+"""The survey worker: a child process that imports the stack once and runs many cases.
+
+Started by :mod:`flagos_doctor.survey.pool` as ``python -m flagos_doctor.survey.worker``;
+requests and records travel over :mod:`flagos_doctor.channel`. After the stack is set up,
+file descriptors 1 and 2 point at a capture file the parent named, so whatever a case
+prints (torch_fl's dispatch and fallback lines, a CUDA error, a traceback before a crash)
+is read back per case here and, after a crash, by the parent.
+
+Requests and the records they produce::
+
+    {"op": "init", "stack", "device", "spec", "capture", "backend", "list_only"}
+        -> {"kind": "ready", "device", "provenance"} | {"kind": "setup_error", "error", "missing"}
+    {"op": "list"} -> {"kind": "registered", "overloads"}
+    {"op": "overload", "name", "profiles": [...] | null}
+        -> {"kind": "no_schema", "detail"} | {"kind": "profiles", "profiles"},
+           then per case {"kind": "start", "profile"} and {"kind": "case", ...},
+           then {"kind": "done"}; after a poisoned case the worker exits instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import traceback
+
+from flagos_doctor.channel import ChildChannel
+from flagos_doctor.survey import model, stacks
+
+#: Messages that say the device context is dead (as upstream harness v4, plus HIP's words):
+#: every later result in this process is suspect, so the worker is replaced.
+POISON_RE = re.compile(
+    r"illegal memory access|device-side assert|unspecified launch failure|misaligned address|"
+    r"vmfault|acceleratorerror|illegal instruction was encountered|hipErrorIllegalAddress",
+    re.IGNORECASE,
+)
+
+
+def _set_parent_death_signal() -> None:
+    # A parent killed with SIGKILL must not leave workers behind (they run in their own
+    # session so that a timeout can kill a whole group).
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+class Capture:
+    """Descriptors 1 and 2 appended to one file; read back what each case printed."""
+
+    def __init__(self, path: str):
+        self.path = path
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        self._reader = open(path, "rb")
+
+    def mark(self) -> int:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return os.fstat(2).st_size
+
+    def since(self, offset: int) -> str:
+        self.mark()
+        self._reader.seek(offset)
+        return self._reader.read().decode("utf-8", "replace")
+
+
+def _short(text: str, limit: int = 600) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit // 2] + " ... " + text[-limit // 2 :]
+
+
+class Worker:
+    def __init__(self, channel: ChildChannel):
+        self.channel = channel
+        self.stack = None
+        self.runner = None
+        self.capture = None
+        self.backend = "flagos_python"
+
+    # -- init ---------------------------------------------------------------------------
+    def init(self, request: dict) -> bool:
+        self.backend = request.get("backend") or self.backend
+        self.stack = stacks.get_stack(request["stack"])
+        try:
+            device = self.stack.setup()
+            if request.get("device"):
+                device = request["device"]
+            if not request.get("list_only"):
+                from flagos_doctor.survey.engine import CaseRunner
+                from flagos_doctor.survey.spec import load_spec
+
+                self.runner = CaseRunner(device=device, spec=load_spec(request.get("spec")))
+        except BaseException as exc:  # the stack cannot start: say why, then end
+            missing = isinstance(exc, ModuleNotFoundError) and exc.name == request["stack"].split(".")[0]
+            self.channel.emit(
+                {
+                    "kind": "setup_error",
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "traceback": traceback.format_exc()[-2000:],
+                    "missing": missing,
+                }
+            )
+            return False
+        if request.get("capture"):
+            self.capture = Capture(request["capture"])
+        self.channel.emit({"kind": "ready", "device": device, "provenance": provenance(self.stack, device)})
+        return True
+
+    # -- one overload -------------------------------------------------------------------
+    def overload(self, request: dict) -> bool:
+        """Run the cases of one overload; return False when the worker must end (poison)."""
+        from flagos_doctor.survey.engine import NoSchema
+
+        name = request["name"]
+        try:
+            profiles = self.runner.profiles(name)
+        except NoSchema as exc:
+            self.channel.emit({"kind": "no_schema", "overload": name, "detail": _short(str(exc) or "no such overload")})
+            self.channel.emit({"kind": "done", "overload": name})
+            return True
+        self.channel.emit({"kind": "profiles", "overload": name, "profiles": list(profiles)})
+        wanted = request.get("profiles")
+        for profile in profiles:
+            if wanted is not None and profile not in wanted:
+                continue
+            offset = self.capture.mark() if self.capture else 0
+            self.channel.emit({"kind": "start", "overload": name, "profile": profile, "offset": offset})
+            record = self.case(name, profile, offset)
+            self.channel.emit(record)
+            if record.get("poison"):
+                return False
+        self.channel.emit({"kind": "done", "overload": name})
+        return True
+
+    def case(self, name: str, profile: str, offset: int) -> dict:
+        before = self.stack.begin_case()
+        try:
+            outcome = self.runner.run_case(name, profile)
+            status, detail = outcome["status"], outcome.get("detail", "")
+        except Exception as exc:  # the contract says never; a bug of the engine is still a case
+            status, detail = model.ERROR, f"harness: {type(exc).__name__}: {exc}"
+        captured = self.capture.since(offset) if self.capture else ""
+        route, note = self.stack.evidence(name, before, captured, self.backend)
+        if status in (model.INVALID_CASE, model.UNVERIFIABLE, model.NO_SCHEMA) and route == model.ROUTE_UNKNOWN:
+            route = model.ROUTE_NONE
+        record = {
+            "kind": "case",
+            "overload": name,
+            "profile": profile,
+            "status": status,
+            "route": route,
+            "detail": detail if isinstance(detail, str) else json.dumps(detail, sort_keys=True, default=repr),
+        }
+        if note:
+            record["evidence"] = note
+        poison = POISON_RE.search(f"{record['detail']}\n{stacks.strip_evidence(captured)}")
+        if poison:
+            if status != model.ERROR:
+                record["detail"] = f"{status} but the context is poisoned: {record['detail']}"
+            record["status"] = model.ERROR
+            record["poison"] = poison.group(0)
+            tail = stacks.strip_evidence(captured)
+            if tail:
+                record["stderr_tail"] = _short(tail, 1500)
+        return record
+
+    # -- loop ---------------------------------------------------------------------------
+    def serve(self) -> int:
+        while True:
+            request = self.channel.receive()
+            if request is None:
+                return 0
+            op = request.get("op")
+            if op == "init":
+                if not self.init(request):
+                    return 1
+            elif op == "list":
+                try:
+                    overloads = self.stack.registered()
+                    self.channel.emit({"kind": "registered", "overloads": sorted(set(overloads))})
+                except Exception as exc:
+                    self.channel.emit({"kind": "setup_error", "error": f"{type(exc).__name__}: {exc}", "missing": False})
+            elif op == "overload":
+                if not self.overload(request):
+                    return 0
+            else:
+                self.channel.emit({"kind": "setup_error", "error": f"unknown request {op!r}", "missing": False})
+
+
+# -- provenance (child side: the versions of the interpreter the stack lives in) --------------
+def _dist(name: str):
+    from importlib import metadata
+
+    for candidate in (name, name.replace("_", "-")):
+        try:
+            return metadata.distribution(candidate)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _version(name: str) -> str | None:
+    dist = _dist(name)
+    return dist.version if dist else None
+
+
+def _git(path: str, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", path, *args], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def torch_fl_info() -> dict | None:
+    """torch_fl's version, commit, dirty flag and extension md5 (PEP 610 + its checkout)."""
+    import importlib.util
+    from urllib.parse import unquote, urlparse
+
+    dist = _dist("torch_fl")
+    try:
+        spec = importlib.util.find_spec("torch_fl")
+    except (ImportError, ValueError):
+        spec = None
+    if dist is None and spec is None:
+        return None
+    info = {"version": dist.version if dist else None, "commit": None, "dirty": None, "source": None, "extension_md5": None}
+    checkout = None
+    if dist is not None:
+        try:
+            direct = json.loads(dist.read_text("direct_url.json") or "null")
+        except ValueError:
+            direct = None
+        if direct:
+            info["source"] = direct.get("url")
+            commit = (direct.get("vcs_info") or {}).get("commit_id")
+            if commit:
+                info["commit"] = commit
+                info["dirty"] = False
+            parsed = urlparse(direct.get("url", ""))
+            if parsed.scheme == "file" and os.path.isdir(unquote(parsed.path)):
+                checkout = unquote(parsed.path)
+    package_dir = None
+    if spec is not None and spec.submodule_search_locations:
+        package_dir = list(spec.submodule_search_locations)[0]
+        if checkout is None and _git(package_dir, "rev-parse", "--show-toplevel"):
+            checkout = _git(package_dir, "rev-parse", "--show-toplevel")
+    if checkout and _git(checkout, "rev-parse", "HEAD"):
+        info["commit"] = _git(checkout, "rev-parse", "HEAD")
+        info["dirty"] = bool(_git(checkout, "status", "--porcelain", "--untracked-files=no"))
+        info["checkout"] = checkout
+    if package_dir:
+        for entry in sorted(os.listdir(package_dir)):
+            if entry.startswith("_C") and entry.endswith((".so", ".pyd", ".dylib")):
+                with open(os.path.join(package_dir, entry), "rb") as handle:
+                    info["extension_md5"] = hashlib.md5(handle.read()).hexdigest()
+                info["extension"] = entry
+                break
+    return info
+
+
+def device_info(device: str) -> dict:
+    import torch
+
+    info = {"string": device, "type": None, "name": None, "count": None}
+    try:
+        dev = torch.device(device)
+        info["type"] = dev.type
+        module = getattr(torch, dev.type, None)
+        if module is not None and hasattr(module, "device_count"):
+            info["count"] = int(module.device_count())
+        if module is not None and hasattr(module, "get_device_name"):
+            info["name"] = str(module.get_device_name(dev.index or 0))
+        elif dev.type == "cpu":
+            import platform
+
+            info["name"] = platform.processor() or platform.machine()
+    except Exception as exc:  # a half-working device API is a finding, not a reason to stop
+        info["error"] = f"{type(exc).__name__}: {exc}"[:300]
+    return info
+
+
+def provenance(stack, device: str) -> dict:
+    import platform
+
+    import torch
+
+    torch_fl = torch_fl_info() if stack.name == "torch_fl" or "torch_fl" in sys.modules else None
+    if torch_fl and torch_fl.get("commit"):
+        key = torch_fl["commit"] + ("-dirty" if torch_fl.get("dirty") else "")
+    else:
+        key = stack.key()
+    return {
+        "stack": stack.name,
+        "store_key": key,
+        "python": platform.python_version(),
+        "python_executable": sys.executable,
+        "torch": torch.__version__,
+        "triton": _version("triton"),
+        "flag_gems": _version("flag_gems"),
+        "torch_fl": torch_fl,
+        "device": device_info(device),
+        "visible_devices": {k: v for k, v in os.environ.items() if k.endswith("VISIBLE_DEVICES")},
+    }
+
+
+def main() -> int:
+    _set_parent_death_signal()
+    return Worker(ChildChannel.from_env()).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
