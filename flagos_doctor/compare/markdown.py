@@ -50,7 +50,8 @@ def render(comparison: dict, heading_level: int = 2) -> str:
         f"- census byte-identical: **{verdict}** (A `{digests.get('a')}`, B `{digests.get('b')}`)",
         "",
     ]
-    context = [
+    context = [(k, arms.get("a", {}).get(k), arms.get("b", {}).get(k)) for k in ("source", "commit", "path")]
+    context += [
         (name, arms.get("a", {}).get("context", {}).get(name), arms.get("b", {}).get("context", {}).get(name))
         for name in arms.get("a", {}).get("context", {})
     ]

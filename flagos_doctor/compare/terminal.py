@@ -53,7 +53,9 @@ def render(comparison: dict, console: Console) -> None:
 
     context_a = arms.get("a", {}).get("context", {})
     context_b = arms.get("b", {}).get("context", {})
-    shown = [(k, context_a.get(k), context_b.get(k)) for k in context_a if context_a.get(k) is not None or context_b.get(k) is not None]
+    shown = [(k, arms.get("a", {}).get(k), arms.get("b", {}).get(k)) for k in ("source", "commit", "path")]
+    shown += [(k, context_a.get(k), context_b.get(k)) for k in context_a]
+    shown = [(k, va, vb) for k, va, vb in shown if va is not None or vb is not None]
     if shown:
         runs = Table(title="Runs", show_edge=False)
         runs.add_column("")

@@ -81,10 +81,9 @@ def _probe(probe: dict) -> list[str]:
         f"- events: {probe.get('event_count', 0)}; findings: {len(findings)}",
         "",
     ]
-    for key in ("crash", "error", "signal", "phase_under_way", "stderr_tail"):
-        value = probe.get(key)
-        if value:
-            out += _details(f"probe {key}", ["```", str(value) if not isinstance(value, dict) else "\n".join(f"{k}: {v}" for k, v in value.items()), "```"])
+    child = probe.get("child") if isinstance(probe.get("child"), dict) else {}
+    if probe.get("outcome") != "ok" and child.get("stderr_tail"):
+        out += _details(f"Probe child {child.get('ended') or ''}: stderr tail", ["```", child["stderr_tail"], "```"])
     if findings:
         out += ["| severity | kind | probe | message |", "|---|---|---|---|"]
         for finding in findings:
