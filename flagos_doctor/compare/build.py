@@ -92,12 +92,14 @@ def fingerprint(document: dict) -> str:
     Uses the survey's own fingerprint when it offers one, so runs it files and runs filed
     here land side by side.
     """
-    try:
-        from flagos_doctor.survey import store as survey_store  # the survey's filing rules
+    comparable = document.get("comparable")
+    if isinstance(comparable, dict):
+        try:
+            from flagos_doctor.survey.results import fingerprint as survey_fingerprint
 
-        return survey_store.fingerprint(document)
-    except (ImportError, AttributeError, TypeError, KeyError):
-        pass
+            return survey_fingerprint(comparable)
+        except (ImportError, TypeError, ValueError):
+            pass
     parts = {name: lookup(document, paths) for name, paths in COMPARABILITY}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
