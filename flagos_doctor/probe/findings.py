@@ -164,21 +164,21 @@ def _triton(document, events, by_seq) -> list[dict]:
         active = event.get("active_backends") or []
         answers = ", ".join(f"{k}: {v}" for k, v in (event.get("is_active") or {}).items())
         who = f"{label(event['where'])} (line {event['where'].get('line')})"
-        if event.get("raised"):
-            answers += f"; creating it raised {first_line(event['raised'], 200)}"
+        raised = f" Creating it raised {first_line(event['raised'], 200)}." if event.get("raised") else ""
         if len(active) != 1:
             out.append(_finding("triton-driver", "error", "triton.runtime.driver.active",
                                 f"{who} first read triton.runtime.driver.active, and {len(active)} Triton backends "
-                                f"answered is_active() ({answers}): Triton needs exactly one, so it has no driver.",
+                                f"answered is_active() ({answers}): Triton needs exactly one, so it has no driver.{raised}",
                                 [event["seq"]]))
         elif active == ["nvidia"] and native == "False":
             redirect = [e for e in events if e["probe"] == "torch.cuda.is_available" and e["kind"] == "write" and e["seq"] < event["seq"]]
             because = f" (redirected by {label(redirect[-1]['where'])}, line {redirect[-1]['where'].get('line')})" if redirect else ""
-            out.append(_finding("triton-driver", "warning", "triton.runtime.driver.active",
-                                f"{who} created Triton's driver: NVIDIA's, because torch.cuda.is_available answered True"
+            out.append(_finding("triton-driver", "error" if raised else "warning", "triton.runtime.driver.active",
+                                f"{who} first read triton.runtime.driver.active; Triton chose NVIDIA's driver because "
+                                "torch.cuda.is_available answered True"
                                 f"{because}, but this machine has no CUDA runtime (the original answers False)"
                                 + (f"; the driver does not match the device {facts['privateuse1']!r}."
-                                   if facts.get("privateuse1") not in (None, "privateuseone") else "."),
+                                   if facts.get("privateuse1") not in (None, "privateuseone") else ".") + raised,
                                 [event["seq"]] + [e["seq"] for e in redirect[-1:]]))
     return out
 

@@ -107,8 +107,10 @@ class Tracer:
         self.env_original = dict(self.env_last)
         self.libc_environ = None
         self.driver_created = False
+        self.driver_seq = None
         self.modules_seen = 0
         self.waiting = None
+        self.provisional = None
         self.dict_watch = None
         self._hooked_write = False
         for name in probes:
@@ -181,9 +183,13 @@ class Tracer:
         """
         module = sys.modules.get(dotted)
         if isinstance(module, types.ModuleType) and not _initializing(module):
-            parent, _, name = dotted.rpartition(".")
-            shadow = _static_get(sys.modules.get(parent), name) if parent in sys.modules else _MISSING
+            parent_name, _, name = dotted.rpartition(".")
+            parent = sys.modules.get(parent_name)
+            shadow = _static_get(parent, name) if parent is not None else _MISSING
             if shadow is _MISSING or shadow is module or isinstance(shadow, types.ModuleType):
+                if parent is not None and _initializing(parent):
+                    # The parent may still rebind the name (``from .driver import driver``).
+                    self.provisional = parent
                 return module
         parts = dotted.split(".")
         obj = sys.modules.get(parts[0], _MISSING)
@@ -211,11 +217,18 @@ class Tracer:
             if torch is not None and self.torch_dir is None and getattr(torch, "__file__", None):
                 self.torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
             for probe in list(self.probes.values()):
-                if probe["kind"] != "attr" or probe["resolved"]:
+                if probe["kind"] != "attr":
                     continue
+                if probe["resolved"]:
+                    self._settle(probe)
+                    continue
+                self.provisional = None
                 owner = self._lookup(probe["owner_path"])
                 if owner is _MISSING:
                     continue
+                probe["provisional"] = self.provisional
+                if self.provisional is not None:
+                    self.waiting = self.provisional
                 probe["resolved"] = True
                 probe["owner"] = owner
                 value = _static_get(owner, probe["attr"])
@@ -226,6 +239,27 @@ class Tracer:
             self._check_device_module(torch)
         finally:
             self.busy = False
+
+    def _settle(self, probe) -> None:
+        """Once the parent of a provisional owner is done, move the probe if the name was rebound."""
+        parent = probe.get("provisional")
+        if parent is None:
+            return
+        if _initializing(parent):
+            self.waiting = parent
+            return
+        probe["provisional"] = None
+        owner = self._lookup(probe["owner_path"])
+        if owner is _MISSING or owner is probe["owner"]:
+            return
+        entry = self.owners.get(id(probe["owner"]))
+        if entry is not None:
+            entry["attrs"].pop(probe["attr"], None)
+        probe["owner"] = owner
+        value = _static_get(owner, probe["attr"])
+        probe["original"] = probe["last"] = value
+        probe["history"] = [value] if value is not _MISSING else []
+        self._hook_owner(owner, probe)
 
     def _hook_owner(self, owner, probe) -> None:
         entry = self.owners.get(id(owner))
@@ -479,8 +513,9 @@ class Tracer:
         self.add_probe(self._watch.TRITON_ACTIVE, kind="state")
         probe = self.probes[self._watch.TRITON_ACTIVE]
         reader, via = self.attribute(frame)
+        self.driver_seq = self.next_seq()
         self.emit({
-            "t": "event", "seq": self.next_seq(), "kind": "read", "probe": probe["name"], "step": self.step,
+            "t": "event", "seq": self.driver_seq, "kind": "read", "probe": probe["name"], "step": self.step,
             "phase": self.phase_of(reader) if reader else self.step,
             "where": self.frame_info(reader) if reader else _UNKNOWN, "writer_known": reader is not None,
             "via": via, "creates_driver": True, "is_active": answers,
@@ -872,7 +907,7 @@ def _traced_driver_class(base):
             try:
                 return base_getattribute(self, name)
             except Exception as exc:  # no driver: say so, then let the stack see the error
-                tracer.emit({"t": "driver", "seq": tracer.seq, "raised": f"{type(exc).__name__}: {exc}"[:500]})
+                tracer.emit({"t": "driver", "seq": tracer.driver_seq, "raised": f"{type(exc).__name__}: {exc}"[:500]})
                 raise
         return base_getattribute(self, name)
 
