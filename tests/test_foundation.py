@@ -136,6 +136,8 @@ out = {
     "erf_ok": bool(torch.allclose(torch.erf(d).cpu(), torch.erf(x))),
     "cuda_maps_to": str(torch.device("cuda")),
     "is_available": torch.cuda.is_available(),
+    "remainder_scalar_ok": bool(torch.equal(torch.remainder(d, 3).cpu(), torch.remainder(x, 3))),
+    "seeded_twice_equal": (torch.manual_seed(7), torch.rand(3))[1].tolist() == (torch.manual_seed(7), torch.rand(3))[1].tolist(),
     "kernel_calls": dict(kernels.kernel_calls),
     "fallback_calls": dict(kernels.fallback_calls),
 }
@@ -154,6 +156,8 @@ def test_demo_stack_runs_kernels_and_aliases_cuda():
     out, stderr = _demo({"FLAGOS_LOG_DISPATCH": "1", "FLAGOS_LOG_FALLBACK": "1"})
     assert out["device"] == "flagos:0"
     assert out["abs_ok"] and out["erf_ok"]
+    assert out["remainder_scalar_ok"]  # a Scalar turned wrapped-number tensor survives the fallback
+    assert out["seeded_twice_equal"]  # torch.manual_seed reaches the device module without recursing
     assert out["cuda_maps_to"] == "flagos"
     assert out["kernel_calls"].get("abs") == 1
     # erf is routed to flagos_python but the demo has no kernel: a real CPU fallback

@@ -75,11 +75,13 @@ def _is_in_bad_fork() -> bool:
 
 
 def manual_seed_all(seed: int) -> None:
-    torch.manual_seed(seed)
+    # flagos data lives in CPU tensors, so the CPU generator is the device's generator.
+    # torch.manual_seed calls this after seeding it: calling back would recurse.
+    torch.default_generator.manual_seed(seed)
 
 
 def manual_seed(seed: int) -> None:
-    torch.manual_seed(seed)
+    torch.default_generator.manual_seed(seed)
 
 
 def get_rng_state(device=None):

@@ -113,9 +113,20 @@ def _aliased_arguments(schema) -> dict[int, int]:
     return aliased
 
 
+def _tensors_for_numbers(op, args):
+    # Python's boxing turns ATen's "wrapped number" tensors (a Scalar promoted by a
+    # composite such as remainder.Scalar) back into Python numbers; a Tensor argument
+    # must get a tensor again when the overload is re-called on CPU.
+    fixed = list(args)
+    for index, (arg, value) in enumerate(zip(op._schema.arguments, args)):
+        if isinstance(value, (int, float, bool, complex)) and isinstance(arg.type, torch.TensorType):
+            fixed[index] = torch.tensor(value)
+    return fixed
+
+
 def _run_on_cpu(op, args, kwargs):
     """Run ``op`` on the CPU copies of its arguments; return results as flagos tensors."""
-    cpu_args = tree_map(unwrap, args)
+    cpu_args = tree_map(unwrap, _tensors_for_numbers(op, args))
     cpu_kwargs = tree_map(unwrap, kwargs)
     if "device" in cpu_kwargs:
         cpu_kwargs["device"] = torch.device("cpu")
