@@ -1,0 +1,280 @@
+"""The survey end to end on CPU: the demo stack, the fault stack, kill -9 and resume, refusals.
+
+Everything runs the real CLI in subprocesses with real workers: real segfaults, aborts and
+hangs (tests/fixtures/faultstack.py), a real SIGKILL of the parent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO_ROOT, run_cli
+from flagos_doctor.survey import census, model, verdicts
+
+FIXTURES = os.path.join(REPO_ROOT, "tests", "fixtures")
+FAULT_CONF = os.path.join(FIXTURES, "fault.conf")
+FAULT_ENV = {"PYTHONPATH": FIXTURES}
+
+
+def survey(tmp, *args, env=None, timeout=300):
+    return run_cli("survey", *args, env=env, cwd=str(tmp), timeout=timeout)
+
+
+def load(path):
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    """One uninterrupted survey of the demo stack: (folder, results, census text, process)."""
+    tmp = tmp_path_factory.mktemp("demo")
+    done = survey(tmp, "--stack", "demo", "--no-store", "-o", "demo.json", "--census", "demo.census")
+    assert done.returncode == 0, done.stderr
+    with open(tmp / "demo.census", encoding="utf-8") as handle:
+        text = handle.read()
+    return tmp, load(tmp / "demo.json"), text, done
+
+
+def test_demo_survey_results_file_contract(demo_run):
+    tmp, doc, census_text, done = demo_run
+    assert doc["schema"] == model.RESULTS_SCHEMA
+    summary = doc["summary"]
+    for key in ("registered", "tested", "basic", "strict", "verdicts", "statuses"):
+        assert key in summary
+    assert summary["registered"] == len(doc["routes"]) == len(doc["overloads"]) == 47
+    assert doc["complete"] and model.PENDING not in summary["verdicts"]
+    assert sum(summary["verdicts"].values()) == 47
+    for name, entry in doc["overloads"].items():
+        assert entry["verdict"] == verdicts.verdict(entry["cases"])
+        assert [case["profile"] for case in entry["cases"]] == entry["profiles"]
+        for case in entry["cases"]:
+            assert {"profile", "status", "route", "detail"} <= set(case)
+            assert case["status"] in model.CASE_STATUSES
+    prov = doc["provenance"]
+    for key in ("stack", "torch", "triton", "flag_gems", "python", "device", "routes", "harness_version", "spec", "started", "ended"):
+        assert key in prov, key
+    assert prov["stack"] == "demo" and prov["device"]["type"] == "flagos" and prov["device"]["count"] == 1
+    assert prov["routes"]["route_set_sha256"] == doc["comparable"]["route_set_sha256"]
+    assert prov["routes"]["conf_sha256"] and prov["routes"]["conf"].endswith("backends_demo.conf")
+    assert prov["spec"]["profiles"] and prov["spec"]["tolerances"]
+    # The census: sorted (overload, profile, status, route) lines and nothing else.
+    assert doc["census_sha256"] == hashlib.sha256(census_text.encode()).hexdigest()
+    lines = census_text.splitlines()
+    assert lines == sorted(lines) and all(len(line.split("\t")) == 4 for line in lines)
+    assert len(lines) == sum(len(entry["cases"]) for entry in doc["overloads"].values())
+    assert not os.path.exists(tmp / "demo.json.journal")  # a complete run leaves no journal
+    assert "STRICT" in done.stdout and "census sha256" in done.stdout
+
+
+def test_demo_evidence_kernel_and_silent_cpu_fallback(demo_run):
+    _, doc, _, done = demo_run
+    overloads = doc["overloads"]
+    erf = overloads["erf"]["cases"]
+    assert erf and all(case["route"] == model.ROUTE_FALLBACK for case in erf if case["status"] == model.PASS)
+    for name in ("abs", "abs.out", "mm", "add.Tensor", "sort"):
+        ran = [case for case in overloads[name]["cases"] if case["status"] == model.PASS]
+        assert ran and all(case["route"] == model.ROUTE_KERNEL for case in ran), name
+    for case in overloads["abs"]["cases"]:
+        if case["status"] == model.INVALID_CASE:
+            assert case["route"] == model.ROUTE_NONE
+    summary = doc["summary"]
+    assert summary["fallback_overloads"] == ["erf"]
+    assert summary["fallback_passes"] == sum(case["status"] == model.PASS for case in erf)
+    assert "through the CPU fallback" in done.stdout and "erf" in done.stdout
+
+
+@pytest.fixture(scope="module")
+def fault_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fault")
+    start = time.monotonic()
+    done = survey(tmp, "--stack", "faultstack", "--conf", FAULT_CONF, "--timeout", "5", "--no-store",
+                  "-o", "fault.json", env=FAULT_ENV)
+    assert done.returncode == 0, done.stderr
+    return load(tmp / "fault.json"), done, time.monotonic() - start
+
+
+def _case(doc, name, profile):
+    (case,) = [c for c in doc["overloads"][name]["cases"] if c["profile"] == profile]
+    return case
+
+
+def test_fault_stack_every_status_and_verdict(fault_run):
+    doc, done, _ = fault_run
+    over = doc["overloads"]
+    verdict = {name: entry["verdict"] for name, entry in over.items()}
+    assert verdict == {
+        "abs": model.STRICT, "erf": model.STRICT, "floor": model.FAILED, "ceil": model.FAILED,
+        "trunc": model.BASIC_ONLY, "frac": model.BASIC_ONLY, "sinh": model.BASIC_ONLY, "cosh": model.BASIC_ONLY,
+        "no_such_op": model.NO_SCHEMA, "is_nonzero": model.UNTESTED, "_efficient_attention_backward": model.UNTESTED,
+    }
+    assert set(doc["summary"]["statuses"]) == set(model.CASE_STATUSES)
+    assert {c["status"] for c in over["floor"]["cases"]} <= {model.ERROR, model.INVALID_CASE}
+    assert {c["status"] for c in over["ceil"]["cases"]} <= {model.WRONG, model.INVALID_CASE}
+    segv = _case(doc, "trunc", "1d-f32")
+    assert segv["status"] == model.CRASH and segv["signal"] == "SIGSEGV" and "stderr_tail" in segv
+    assert segv["route"] == model.ROUTE_KERNEL  # its dispatch line was printed before it died
+    abort = _case(doc, "frac", "1d-f32")
+    assert abort["status"] == model.CRASH and abort["signal"] == "SIGABRT"
+    hang = _case(doc, "sinh", "1d-f32")
+    assert hang["status"] == model.TIMEOUT and "5s" in hang["detail"]
+    poison = _case(doc, "cosh", "1d-f32")
+    assert poison["status"] == model.ERROR and poison["poison"] == "illegal memory access"
+    # The cases after each fatal one ran in a fresh worker and were recorded once each.
+    for name in ("trunc", "frac", "sinh", "cosh"):
+        profiles = [c["profile"] for c in over[name]["cases"]]
+        assert profiles == over[name]["profiles"] and len(profiles) == 7, name
+        after = [c for c in over[name]["cases"] if c["profile"] in ("2d-f16", "2d-f32-strided")]
+        assert all(c["status"] == model.PASS for c in after), name
+    assert over["no_such_op"]["cases"] == [
+        {"profile": "-", "status": model.NO_SCHEMA, "route": model.ROUTE_NONE, "detail": over["no_such_op"]["cases"][0]["detail"]}
+    ]
+    assert {c["status"] for c in over["_efficient_attention_backward"]["cases"]} == {model.UNVERIFIABLE}
+    summary = doc["summary"]
+    assert summary["tested"] == 8 and summary["basic"] == 6 and summary["strict"] == 2
+    assert summary["verdicts"][model.NO_SCHEMA] == 1
+    assert "replaced" in done.stderr and "SIGSEGV" in done.stdout
+
+
+def test_pending_then_resume_to_complete(tmp_path):
+    first = survey(tmp_path, "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,no_such_op",
+                   "--no-store", "-q", "-o", "f.json", env=FAULT_ENV)
+    assert first.returncode == 0, first.stderr
+    doc = load(tmp_path / "f.json")
+    assert not doc["complete"]
+    assert doc["summary"]["verdicts"][model.PENDING] == 9
+    assert doc["overloads"]["abs"]["verdict"] == model.STRICT and doc["overloads"]["floor"]["verdict"] == model.PENDING
+    second = survey(tmp_path, "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,floor",
+                    "--no-store", "-q", "-o", "f.json", env=FAULT_ENV)
+    assert second.returncode == 0, second.stderr
+    doc2 = load(tmp_path / "f.json")
+    assert doc2["overloads"]["abs"] == doc["overloads"]["abs"]  # not run again
+    assert doc2["overloads"]["floor"]["verdict"] == model.FAILED
+    assert len(doc2["provenance"]["runs"]) == 2
+
+
+def test_sigkill_mid_run_then_resume_gives_an_identical_census(demo_run, tmp_path):
+    _, _, expected, _ = demo_run
+    cmd = [sys.executable, "-m", "flagos_doctor", "survey", "--stack", "demo", "--no-store", "-q",
+           "-o", "k.json", "--census", "k.census"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    journal = tmp_path / "k.json.journal"
+    deadline = time.monotonic() + 120
+    killed_with = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        if journal.exists():
+            killed_with = journal.read_text().count('"kind": "case"')
+            if killed_with >= 60:
+                proc.send_signal(signal.SIGKILL)
+                break
+        time.sleep(0.005)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, "the survey ended before it could be killed"
+    doc = load(tmp_path / "k.json")
+    assert not doc["complete"] and model.PENDING in doc["summary"]["verdicts"]
+    assert not (tmp_path / "k.census").exists()
+    kept = journal.read_text().count('"kind": "case"')
+    assert kept >= killed_with
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "k.census").read_text() == expected
+    resumed = load(tmp_path / "k.json")
+    assert resumed["complete"] and len(resumed["provenance"]["runs"]) == 2
+    assert resumed["provenance"]["runs"][1]["selected"] == 47
+    assert not journal.exists()
+
+
+def test_results_from_another_setup_are_refused(demo_run, tmp_path):
+    src, _, _, _ = demo_run
+    shutil.copy(src / "demo.json", tmp_path / "r.json")
+    before = (tmp_path / "r.json").read_text()
+    other_conf = survey(tmp_path, "--stack", "demo", "--conf", FAULT_CONF, "--no-store", "-o", "r.json")
+    assert other_conf.returncode == 2
+    assert "route_set_sha256" in other_conf.stderr and "r.json" in other_conf.stderr
+    assert len(other_conf.stderr.strip().splitlines()) == 1
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: one\nprofiles:\n  - {name: 2d-f32, shape: [8, 8], dtype: float32}\n"
+                    "tolerances:\n  float32: {atol: 1.0e-3, rtol: 1.0e-3}\nrandom_ops: [dropout]\n")
+    other_spec = survey(tmp_path, "--stack", "demo", "--spec", str(spec), "--no-store", "-o", "r.json")
+    assert other_spec.returncode == 2 and "spec_sha256" in other_spec.stderr
+    harness = json.loads(before)
+    harness["comparable"]["harness_version"] = "flagos-doctor-survey/0"
+    (tmp_path / "h.json").write_text(json.dumps(harness))
+    other_harness = survey(tmp_path, "--stack", "demo", "--no-store", "-o", "h.json")
+    assert other_harness.returncode == 2 and "harness_version" in other_harness.stderr
+    assert (tmp_path / "r.json").read_text() == before  # untouched
+
+
+def test_rerun_replaces_only_the_selected_ops_and_files_in_the_store(demo_run, tmp_path):
+    src, doc, _, _ = demo_run
+    shutil.copy(src / "demo.json", tmp_path / "r.json")
+    store = tmp_path / "store"
+    done = survey(tmp_path, "--stack", "demo", "--rerun", "--ops", "abs,erf", "--store", str(store), "-q", "-o", "r.json")
+    assert done.returncode == 0, done.stderr
+    after = load(tmp_path / "r.json")
+    assert after["overloads"] == doc["overloads"]  # same outcomes (deterministic cases)
+    assert after["census_sha256"] == doc["census_sha256"]
+    runs = after["provenance"]["runs"]
+    assert len(runs) == 2 and runs[1]["rerun"] and runs[1]["selected"] == 2
+    filed = list((store / "survey").rglob("*.json"))
+    assert len(filed) == 1 and filed[0].parent.name == "demo-0.1.0"
+    assert load(filed[0])["census_sha256"] == doc["census_sha256"]
+
+
+def test_isolation_workers_and_json_stdout_agree_with_the_pooled_run(demo_run, tmp_path):
+    _, doc, expected, _ = demo_run
+    ops = ["abs", "erf", "sort"]
+    isolated = survey(tmp_path, "--stack", "demo", "--ops", ",".join(ops), "--isolation", "per-overload",
+                      "--no-store", "-q", "-o", "i.json", "--census", "i.census")
+    assert isolated.returncode == 0, isolated.stderr
+    wanted = "".join(line + "\n" for line in expected.splitlines() if line.split("\t")[0] in ops)
+    assert (tmp_path / "i.census").read_text() == wanted
+    pooled = survey(tmp_path, "--stack", "demo", "--workers", "2", "--no-store", "-o", "w.json", "--json", "-")
+    assert pooled.returncode == 0, pooled.stderr
+    assert json.loads(pooled.stdout)["census_sha256"] == doc["census_sha256"]
+
+
+def test_routes_listed_by_the_stack_and_bad_input(tmp_path):
+    listed = survey(tmp_path, "--stack", "demo", "--routes", "stack", "--ops", "abs", "--no-store", "-q", "-o", "l.json")
+    assert listed.returncode == 0, listed.stderr
+    doc = load(tmp_path / "l.json")
+    assert doc["provenance"]["routes"]["source"] == "stack" and "erf" not in doc["routes"]  # erf has no kernel
+    assert len(doc["routes"]) == 46
+    missing = survey(tmp_path, "--stack", "no_such_stack_module", "--conf", FAULT_CONF, "--no-store", "-o", "m.json")
+    assert missing.returncode == 2 and "no_such_stack_module" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1
+    unknown_op = survey(tmp_path, "--stack", "demo", "--ops", "not_routed", "--no-store", "-o", "u.json")
+    assert unknown_op.returncode == 2 and "not_routed" in unknown_op.stderr
+
+
+def test_verdicts_and_census_are_pure_functions():
+    case = lambda p, s, r="kernel": {"profile": p, "status": s, "route": r, "detail": ""}  # noqa: E731
+    assert verdicts.verdict(None) == model.PENDING
+    assert verdicts.verdict([case("a", "PASS"), case("b", "INVALID_CASE", "-")]) == model.STRICT
+    assert verdicts.verdict([case("a", "PASS"), case("b", "CRASH")]) == model.BASIC_ONLY
+    assert verdicts.verdict([case("a", "WRONG"), case("b", "UNVERIFIABLE")]) == model.FAILED
+    assert verdicts.verdict([case("a", "INVALID_CASE"), case("b", "UNVERIFIABLE")]) == model.UNTESTED
+    assert verdicts.verdict([case("-", "NO_SCHEMA", "-")]) == model.NO_SCHEMA
+    one = {"x": {"cases": [case("b", "PASS"), case("a", "WRONG")]}, "w": {"cases": [case("a", "PASS", "cpu_fallback")]}}
+    two = {"w": {"cases": [dict(case("a", "PASS", "cpu_fallback"), detail="other", seconds=3)]},
+           "x": {"cases": [case("a", "WRONG"), case("b", "PASS")]}}
+    assert census.census_text(one) == census.census_text(two) == "w\ta\tPASS\tcpu_fallback\nx\ta\tWRONG\tkernel\nx\tb\tPASS\tkernel\n"
+    summary = verdicts.summarize(["w", "x", "y"], one)
+    assert summary["verdicts"] == {model.STRICT: 1, model.BASIC_ONLY: 1, model.PENDING: 1}
+    assert summary["fallback_passes"] == 1 and summary["fallback_overloads"] == ["w"]
+
+
+def test_the_survey_parent_never_imports_torch():
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "import flagos_doctor.survey.command"],
+                          capture_output=True, text=True, cwd=REPO_ROOT)
+    assert done.returncode == 0
+    assert "torch" not in done.stderr
