@@ -1,0 +1,137 @@
+"""Pooled workers against one process per overload: the survey's cost model, side by side.
+
+Both arms run the same routes with the same spec through the real CLI
+(``flagos-doctor survey``), one after the other in this run; the script prints each arm's
+wall time, the time per overload, the ratio, and whether both arms gave the same census.
+
+    python benchmarks/survey_speed.py                                   # demo stack, CPU
+    python benchmarks/survey_speed.py --stack flag_gems --count 26 --cache both
+    python benchmarks/survey_speed.py --stack torch_fl --conf backends_flaggems.conf --workers 4
+
+Caches (Triton compiles each kernel once per cache folder): ``cold`` points
+``TRITON_CACHE_DIR`` (and FlagGems' ``FLAGGEMS_CACHE_DIR``) at a fresh empty folder for each
+arm; ``warm`` first runs the pooled arm once untimed into a shared folder, then times both
+arms against it; ``both`` does cold then warm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, REPO)
+
+from flagos_doctor import options as opts  # noqa: E402
+from flagos_doctor.survey import command, pool  # noqa: E402
+
+
+def route_list(args) -> list[str]:
+    survey_options = opts.SurveyOptions(conf=args.conf, routes=args.routes, stack=args.stack, python=args.python, backend=args.backend)
+    config = pool.WorkerConfig(
+        python=args.python, stack=args.stack, device=args.device, spec=args.spec, conf=args.conf,
+        backend=args.backend, timeout=args.timeout,
+    )
+    return command._route_set(survey_options, config).overloads
+
+
+def pick(overloads: list[str], count: int | None) -> list[str]:
+    """``count`` overloads spread evenly over the sorted route set (every k-th)."""
+    if not count or count >= len(overloads):
+        return overloads
+    step = len(overloads) / count
+    return [overloads[int(i * step)] for i in range(count)]
+
+
+def run_arm(args, ops: list[str], isolation: str, workdir: str, cache: str, label: str) -> dict:
+    output = os.path.join(workdir, f"{label}.json")
+    census = os.path.join(workdir, f"{label}.census")
+    cmd = [
+        args.python, "-m", "flagos_doctor", "survey", "--stack", args.stack, "--ops", ",".join(ops),
+        "--isolation", isolation, "--workers", str(args.workers if isolation == "pooled" else 1),
+        "--timeout", str(args.timeout), "--no-store", "--quiet", "-o", output, "--census", census,
+        "--backend", args.backend,
+    ]
+    for flag, value in (("--conf", args.conf), ("--routes", args.routes), ("--device", args.device), ("--spec", args.spec)):
+        if value:
+            cmd += [flag, value]
+    if args.devices:
+        cmd += ["--devices", args.devices]
+    env = dict(os.environ, TRITON_CACHE_DIR=cache, FLAGGEMS_CACHE_DIR=os.path.join(cache, "flaggems"))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p)
+    start = time.monotonic()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    if done.returncode != 0:
+        sys.exit(f"{label}: survey exited {done.returncode}\n{done.stderr[-3000:]}")
+    with open(output, encoding="utf-8") as handle:
+        document = json.load(handle)
+    with open(census, encoding="utf-8") as handle:
+        census_text = handle.read()
+    return {"wall": wall, "census": census_text, "statuses": document["summary"]["statuses"]}
+
+
+def compare(args, ops, workdir, caches: str) -> dict:
+    arms = {}
+    if caches == "warm":
+        shared = os.path.join(workdir, "cache-warm")
+        run_arm(args, ops, "pooled", workdir, shared, "warmup")
+        arm_caches = {"pooled": shared, "per-overload": shared}
+    else:
+        arm_caches = {name: tempfile.mkdtemp(prefix=f"cache-{name}-", dir=workdir) for name in ("pooled", "per-overload")}
+    for isolation in ("pooled", "per-overload"):
+        arms[isolation] = run_arm(args, ops, isolation, workdir, arm_caches[isolation], f"{caches}-{isolation}")
+    pooled, isolated = arms["pooled"], arms["per-overload"]
+    same = pooled["census"] == isolated["census"]
+    print(f"\n{caches} caches, {len(ops)} overloads, stack {args.stack}, {args.workers} pooled worker(s)")
+    print(f"  {'arm':<28}{'wall s':>10}{'s/overload':>12}")
+    print(f"  {'pooled':<28}{pooled['wall']:>10.1f}{pooled['wall'] / len(ops):>12.2f}")
+    print(f"  {'per-overload (upstream)':<28}{isolated['wall']:>10.1f}{isolated['wall'] / len(ops):>12.2f}")
+    print(f"  ratio per-overload / pooled: {isolated['wall'] / pooled['wall']:.1f}x")
+    print(f"  census identical: {same}   statuses: {json.dumps(pooled['statuses'], sort_keys=True)}")
+    return {"caches": caches, "overloads": len(ops), "pooled_s": round(pooled["wall"], 2),
+            "per_overload_s": round(isolated["wall"], 2), "ratio": round(isolated["wall"] / pooled["wall"], 2),
+            "census_identical": same, "statuses": pooled["statuses"]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stack", default="demo")
+    parser.add_argument("--conf")
+    parser.add_argument("--routes", help="flag_gems | stack")
+    parser.add_argument("--backend", default="flagos_python")
+    parser.add_argument("--ops", help="comma-separated overloads (default: the route set, or --count of it)")
+    parser.add_argument("--count", type=int, help="this many overloads, spread evenly over the route set")
+    parser.add_argument("--workers", type=int, default=1, help="workers of the pooled arm")
+    parser.add_argument("--devices", help="0,1,...: spread the pooled arm's workers over these")
+    parser.add_argument("--device")
+    parser.add_argument("--spec")
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--cache", choices=("cold", "warm", "both"), default="cold")
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--json", help="also write the figures here")
+    args = parser.parse_args()
+
+    if args.stack == "flag_gems" and not args.conf and not args.routes:
+        args.routes = "flag_gems"
+    ops = args.ops.split(",") if args.ops else pick(route_list(args), args.count)
+    workdir = tempfile.mkdtemp(prefix="survey-speed-")
+    try:
+        figures = [compare(args, ops, workdir, c) for c in (("cold", "warm") if args.cache == "both" else (args.cache,))]
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump({"stack": args.stack, "ops": ops, "figures": figures}, handle, indent=2)
+    return 0 if all(f["census_identical"] for f in figures) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
