@@ -317,3 +317,12 @@ def test_bad_usage_exits_2_with_one_line(tmp_path):
     assert result.returncode == 2 and f"{bad}:" in result.stderr and "Traceback" not in result.stderr
     result = run_cli("probe", "--watch", "not a name")
     assert result.returncode == 2 and "--watch" in result.stderr
+
+
+def test_tracing_keeps_identities_isinstance_and_compile():
+    document = probe(imports=["compilestack"], exercise=False)
+    assert document["outcome"] == "ok", document["findings"]
+    (write,) = events(document, "torch.cuda.is_available", "write")
+    assert write["where"]["function"] == "_redirect"
+    reads = events(document, "torch.cuda.is_available", "read")
+    assert {r["where"]["function"] for r in reads} >= {"_check_identities"}
