@@ -243,6 +243,16 @@ def test_isolation_workers_and_json_stdout_agree_with_the_pooled_run(demo_run, t
     assert json.loads(pooled.stdout)["census_sha256"] == doc["census_sha256"]
 
 
+def test_routes_listed_by_flag_gems(tmp_path, flag_gems_env):
+    # flag_gems 5.0.2 registers 433 overloads (its own list, read in a child); abs runs on the demo.
+    done = survey(tmp_path, "--stack", "demo", "--routes", "flag_gems", "--ops", "abs", "--no-store", "-q",
+                  "-o", "g.json", env=flag_gems_env)
+    assert done.returncode == 0, done.stderr
+    doc = load(tmp_path / "g.json")
+    assert doc["provenance"]["routes"]["source"] == "flag_gems" and len(doc["routes"]) == 433
+    assert doc["overloads"]["abs"]["verdict"] == model.STRICT
+
+
 def test_routes_listed_by_the_stack_and_bad_input(tmp_path):
     listed = survey(tmp_path, "--stack", "demo", "--routes", "stack", "--ops", "abs", "--no-store", "-q", "-o", "l.json")
     assert listed.returncode == 0, listed.stderr

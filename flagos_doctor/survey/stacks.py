@@ -11,6 +11,7 @@ Kinds: ``torch_fl``, ``flag_gems``, ``demo``, or any importable module with ``se
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import re
@@ -195,11 +196,11 @@ class FlagGemsStack(Stack):
         calls, registered = self.calls, self._registered
 
         def counted(key, fn):
+            @functools.wraps(fn)  # flag_gems lists its ops by function name
             def kernel(*args, **kwargs):
                 calls[key] += 1
                 return fn(*args, **kwargs)
 
-            kernel.__wrapped__ = fn
             return kernel
 
         class CountingRegister(Register):
@@ -214,7 +215,7 @@ class FlagGemsStack(Stack):
         import flag_gems
 
         try:
-            names = list(flag_gems.all_registered_ops())
+            names = list(flag_gems.all_registered_keys())  # overload names; *_ops() are function names
         except Exception:
             names = list(self._registered)
         return sorted({strip_default(str(name)) for name in names})
