@@ -326,3 +326,23 @@ def test_tracing_keeps_identities_isinstance_and_compile():
     assert write["where"]["function"] == "_redirect"
     reads = events(document, "torch.cuda.is_available", "read")
     assert {r["where"]["function"] for r in reads} >= {"_check_identities"}
+
+
+def test_probe_outputs_never_print_secrets(tmp_path):
+    # A stack that writes a secret-named variable and a URL with a password at import.
+    (tmp_path / "secretstack.py").write_text(
+        "import os\n"
+        "os.environ['FLAGOS_API_KEY'] = 's3cr3t-api-value'\n"
+        "os.environ['FLAGGEMS_DB_URL'] = 'postgresql://gems:pa55word-xyz@db.example/gems'\n"
+        "import torch\n"
+    )
+    md = tmp_path / "probe.md"
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]), "FLAGOS_DOCTOR_PROBE_COMPILE": "0"}
+    result = run_cli("probe", "--import", "secretstack", "--no-exercise", "--json", "-", "--markdown", str(md), env=env)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    written = {e["probe"] for e in document["events"] if e["kind"] == "write"}
+    assert {"$FLAGOS_API_KEY", "$FLAGGEMS_DB_URL"} <= written  # recorded, with values hidden
+    for text in (result.stdout, md.read_text()):
+        assert "s3cr3t-api-value" not in text
+        assert "pa55word-xyz" not in text

@@ -197,7 +197,7 @@ def test_vendor_tool_missing_and_hanging(tmp_path):
 
 
 def test_scrub_hides_secret_values_everywhere():
-    from flagos_doctor.report import redact
+    from flagos_doctor import redact
 
     environ = {"FLAGOS_API_KEY": "k-12345678", "FLAGGEMS_DB_URL": "mysql://u:pw-999@h/db", "FLAGOS_X": "1"}
     bundle = {

@@ -13,6 +13,7 @@ import platform
 import sys
 import time
 
+from flagos_doctor import redact
 from flagos_doctor.childproc import Child, ChildTimeout
 from flagos_doctor.errors import BadInput
 from flagos_doctor.options import ProbeOptions
@@ -105,7 +106,8 @@ def run_probe(options: ProbeOptions) -> dict:
             "reason": (f"no answer within {options.timeout:g} s" if timed_out else end.describe()),
         }
     document["findings"] = findings.judge(document)
-    return document
+    # Watched variables are recorded with their values: never let a secret through.
+    return redact.scrub(document, redact.secret_values(os.environ))
 
 
 def build_document(records: list[dict], config: dict, options: ProbeOptions) -> dict:

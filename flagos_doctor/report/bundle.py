@@ -20,7 +20,8 @@ import os
 from flagos_doctor import __version__
 from flagos_doctor.errors import BadInput
 from flagos_doctor.options import CompareOptions, ProbeOptions, ReportOptions
-from flagos_doctor.report import environment, redact
+from flagos_doctor import redact
+from flagos_doctor.report import environment
 
 REPORT_SCHEMA = "flagos-doctor/report/1"
 

@@ -17,6 +17,7 @@ import time
 
 import flagos_doctor
 from flagos_doctor.childproc import Child, ChildEnded, ChildTimeout
+from flagos_doctor.redact import is_secret, mask_url_passwords
 
 #: Vendor tools: (name, argv, what the report wants from it). Each runs with its own timeout.
 TOOLS = (
@@ -49,15 +50,6 @@ TOOLKITS = (
 ENV_PREFIXES = ("FLAGOS_", "GEMS_", "FLAGGEMS_", "TRITON_", "HF_", "TRANSFORMERS_")
 ENV_NAMES = ("TORCH_DEVICE_BACKEND_AUTOLOAD", "ACCELERATOR", "PPU_SDK", "ARCH", "CUDA_VISIBLE_DEVICES",
              "ASCEND_RT_VISIBLE_DEVICES", "MUSA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "PYTORCH_CUDA_ALLOC_CONF")
-SECRET_WORDS = ("token", "key", "secret", "password", "passwd", "credential")
-_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]*)@")
-
-
-def is_secret(name: str) -> bool:
-    lowered = name.lower()
-    return any(word in lowered for word in SECRET_WORDS)
-
-
 def runtime_config(environ=None) -> list[dict]:
     """The runtime configuration variables that are set, secrets redacted.
 
@@ -74,7 +66,7 @@ def runtime_config(environ=None) -> list[dict]:
         if is_secret(name):
             found.append({"name": name, "redacted": True})
             continue
-        value = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", environ[name])
+        value = mask_url_passwords(environ[name])
         found.append({"name": name, "value": value})
     return found
 

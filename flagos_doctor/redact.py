@@ -1,18 +1,30 @@
-"""Keeping secrets out of the report: a bundle is scrubbed before anything renders it.
+"""Keeping secrets out of every document flagos-doctor writes.
 
-The runtime configuration hides variables whose names say token, key, secret or password;
-but other pieces carry environment values too (the probe records the ``FLAGOS_*`` /
-``GEMS_*`` variables it watches, their writes and final values). So the whole bundle is
-walked: every occurrence of a secret value (or a password inside a URL) found in the
-environment is replaced, and any record about a secret-named variable loses its values,
-including values the stack itself wrote at import.
+Variables whose names say token, key, secret or password are never printed, and neither
+is a password inside a URL. Documents carry environment values in many places (the probe
+records the ``FLAGOS_*`` / ``GEMS_*`` variables it watches, their writes and final values;
+the report lists the runtime configuration), so a whole document is walked: every
+occurrence of a secret value found in the environment is replaced, and any record about
+a secret-named variable loses its values, including values the stack itself wrote.
 """
 
 from __future__ import annotations
 
 import re
 
-from flagos_doctor.report.environment import _URL_USERINFO, is_secret
+SECRET_WORDS = ("token", "key", "secret", "password", "passwd", "credential")
+URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]*)@")
+
+
+def is_secret(name: str) -> bool:
+    """Whether a variable's name says it holds a secret."""
+    lowered = name.lower()
+    return any(word in lowered for word in SECRET_WORDS)
+
+
+def mask_url_passwords(value: str) -> str:
+    return URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", value)
+
 
 MASK = "<redacted>"
 _ENV_NAME = re.compile(r"^\$?[A-Z][A-Z0-9_]*$")
@@ -30,10 +42,17 @@ def secret_values(environ) -> list[str]:
     for name, value in environ.items():
         if secret_name(name) and len(value) >= 4:
             found.add(value)
-        for match in _URL_USERINFO.finditer(value):
+        for match in URL_USERINFO.finditer(value):
             if len(match["pw"]) >= 4:
                 found.add(match["pw"])
     return sorted(found, key=len, reverse=True)  # longest first: no partial leftovers
+
+
+def _masked(value):
+    # Keep a record's shape (views read value["repr"]), hide what it says.
+    if isinstance(value, dict):
+        return {k: (_masked(v) if k in _VALUE_FIELDS else v) for k, v in value.items()}
+    return MASK
 
 
 def scrub(obj, secrets: list[str]):
@@ -42,7 +61,7 @@ def scrub(obj, secrets: list[str]):
         for secret in secrets:
             if secret in obj:
                 obj = obj.replace(secret, MASK)
-        return obj
+        return mask_url_passwords(obj)
     if isinstance(obj, list):
         return [scrub(item, secrets) for item in obj]
     if isinstance(obj, dict):
@@ -52,7 +71,7 @@ def scrub(obj, secrets: list[str]):
             if secret_name(key) and not isinstance(value, bool):
                 clean[key] = MASK if value is not None else None
             elif about_secret and key in _VALUE_FIELDS and value is not None:
-                clean[key] = MASK
+                clean[key] = _masked(value)
             else:
                 clean[key] = scrub(value, secrets)
         return clean
