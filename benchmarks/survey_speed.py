@@ -12,6 +12,10 @@ Caches (Triton compiles each kernel once per cache folder): ``cold`` points
 ``TRITON_CACHE_DIR`` (and FlagGems' ``FLAGGEMS_CACHE_DIR``) at a fresh empty folder for each
 arm; ``warm`` first runs the pooled arm once untimed into a shared folder, then times both
 arms against it; ``both`` does cold then warm.
+
+``--scale-devices 0,1`` measures what more GPUs buy instead: the pooled arm on the first
+device with ``--workers`` workers, against the pooled arm on all the listed devices with
+``--workers`` workers per device, both with cold caches.
 """
 
 from __future__ import annotations
@@ -50,20 +54,22 @@ def pick(overloads: list[str], count: int | None) -> list[str]:
     return [overloads[int(i * step)] for i in range(count)]
 
 
-def run_arm(args, ops: list[str], isolation: str, workdir: str, cache: str, label: str) -> dict:
+def run_arm(args, ops: list[str], isolation: str, workdir: str, cache: str, label: str,
+            devices: str | None = None, workers: int | None = None) -> dict:
     output = os.path.join(workdir, f"{label}.json")
     census = os.path.join(workdir, f"{label}.census")
     cmd = [
         args.python, "-m", "flagos_doctor", "survey", "--stack", args.stack, "--ops", ",".join(ops),
-        "--isolation", isolation, "--workers", str(args.workers if isolation == "pooled" else 1),
+        "--isolation", isolation,
+        "--workers", str((workers or args.workers) if isolation == "pooled" else 1),
         "--timeout", str(args.timeout), "--no-store", "--quiet", "-o", output, "--census", census,
         "--backend", args.backend,
     ]
     for flag, value in (("--conf", args.conf), ("--routes", args.routes), ("--device", args.device), ("--spec", args.spec)):
         if value:
             cmd += [flag, value]
-    if args.devices:
-        cmd += ["--devices", args.devices]
+    if devices or args.devices:
+        cmd += ["--devices", devices or args.devices]
     env = dict(os.environ, TRITON_CACHE_DIR=cache, FLAGGEMS_CACHE_DIR=os.path.join(cache, "flaggems"))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p)
     start = time.monotonic()
@@ -101,6 +107,24 @@ def compare(args, ops, workdir, caches: str) -> dict:
             "census_identical": same, "statuses": pooled["statuses"]}
 
 
+def scale_devices(args, ops, workdir) -> dict:
+    devices = [d for d in args.scale_devices.split(",") if d]
+    one = run_arm(args, ops, "pooled", workdir, tempfile.mkdtemp(prefix="cache-one-", dir=workdir), "one-device",
+                  devices=devices[0], workers=args.workers)
+    many = run_arm(args, ops, "pooled", workdir, tempfile.mkdtemp(prefix="cache-many-", dir=workdir), "all-devices",
+                   devices=",".join(devices), workers=args.workers * len(devices))
+    same = one["census"] == many["census"]
+    print(f"\ncold caches, {len(ops)} overloads, stack {args.stack}, {args.workers} worker(s) per device")
+    print(f"  {'arm':<28}{'wall s':>10}{'s/overload':>12}")
+    print(f"  {'devices ' + devices[0]:<28}{one['wall']:>10.1f}{one['wall'] / len(ops):>12.2f}")
+    print(f"  {'devices ' + ','.join(devices):<28}{many['wall']:>10.1f}{many['wall'] / len(ops):>12.2f}")
+    print(f"  speed-up from {len(devices)} devices: {one['wall'] / many['wall']:.2f}x")
+    print(f"  census identical: {same}   statuses: {json.dumps(one['statuses'], sort_keys=True)}")
+    return {"caches": "cold", "overloads": len(ops), "devices": devices, "workers_per_device": args.workers,
+            "one_device_s": round(one["wall"], 2), "all_devices_s": round(many["wall"], 2),
+            "speedup": round(one["wall"] / many["wall"], 2), "census_identical": same, "statuses": one["statuses"]}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", default="demo")
@@ -116,6 +140,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--cache", choices=("cold", "warm", "both"), default="cold")
     parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--scale-devices", metavar="0,1", help="pooled on the first device vs on all of these")
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
 
@@ -124,7 +149,10 @@ def main() -> int:
     ops = args.ops.split(",") if args.ops else pick(route_list(args), args.count)
     workdir = tempfile.mkdtemp(prefix="survey-speed-")
     try:
-        figures = [compare(args, ops, workdir, c) for c in (("cold", "warm") if args.cache == "both" else (args.cache,))]
+        if args.scale_devices:
+            figures = [scale_devices(args, ops, workdir)]
+        else:
+            figures = [compare(args, ops, workdir, c) for c in (("cold", "warm") if args.cache == "both" else (args.cache,))]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     if args.json:
