@@ -914,9 +914,14 @@ def _traced_driver_class(base):
     def __setattr__(self, name, value):
         tracer = _TRACER
         previous = _static_get(self, name)
-        base_setattr(self, name, value)
         if tracer is None or tracer.busy:
-            return
+            return base_setattr(self, name, value)
+        # Tell the 3.12+ dict watcher this write is ours to record: not twice.
+        tracer._hooked_write = True
+        try:
+            base_setattr(self, name, value)
+        finally:
+            tracer._hooked_write = False
         tracer.busy = True
         try:
             tracer.module_setattr(self, name, value, previous, sys._getframe(1))
