@@ -810,11 +810,7 @@ def _traced_module_classes(base):
         if entry is not None and (name in entry["attrs"] or entry["name"] == "torch"):
             tracer.check(sys._getframe(1))  # writes the hooks missed come before this one
         previous = _static_get(self, name)
-        tracer._hooked_write = True
-        try:
-            base_setattr(self, name, value)
-        finally:
-            tracer._hooked_write = False
+        _write_through_hook(tracer, base_setattr, self, name, value)
         tracer.busy = True
         try:
             watched = tracer.module_setattr(self, name, value, previous, sys._getframe(1))
@@ -883,6 +879,15 @@ def _traced_environ_class(base):
     return _Environ
 
 
+def _write_through_hook(tracer, base_setattr, owner, name, value) -> None:
+    """Make a write a hook will record; the 3.12+ dict watcher must not record it again."""
+    tracer._hooked_write = True
+    try:
+        base_setattr(owner, name, value)
+    finally:
+        tracer._hooked_write = False
+
+
 def _traced_driver_class(base):
     """Triton's ``DriverConfig`` with the driver's creation and ``_active``/``_default`` writes recorded."""
     base_setattr = base.__setattr__
@@ -916,12 +921,7 @@ def _traced_driver_class(base):
         previous = _static_get(self, name)
         if tracer is None or tracer.busy:
             return base_setattr(self, name, value)
-        # Tell the 3.12+ dict watcher this write is ours to record: not twice.
-        tracer._hooked_write = True
-        try:
-            base_setattr(self, name, value)
-        finally:
-            tracer._hooked_write = False
+        _write_through_hook(tracer, base_setattr, self, name, value)
         tracer.busy = True
         try:
             tracer.module_setattr(self, name, value, previous, sys._getframe(1))

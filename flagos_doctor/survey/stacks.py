@@ -106,7 +106,7 @@ class Stack:
 
     def key(self) -> str:
         """The results-store key when there is no torch_fl commit: ``<stack>-<version>``."""
-        return f"{self.name}-{_dist_version(self.name) or 'unknown'}"
+        return f"{self.name}-{dist_version(self.name) or 'unknown'}"
 
     def begin_case(self) -> object:
         """A snapshot taken before a case, handed back to :meth:`evidence`."""
@@ -244,7 +244,7 @@ class ModuleStack(Stack):
         return super().registered()
 
     def key(self) -> str:
-        version = _dist_version(self.name.split(".", 1)[0])
+        version = dist_version(self.name.split(".", 1)[0])
         if version is None:
             try:
                 version = getattr(importlib.import_module(self.name), "__version__", None)
@@ -259,12 +259,18 @@ def get_stack(name: str) -> Stack:
     return kinds[name]() if name in kinds else ModuleStack(name)
 
 
-def _dist_version(name: str) -> str | None:
+def distribution(name: str):
+    """The installed distribution of an import name (``flag_gems`` or ``flag-gems``), or None."""
     from importlib import metadata
 
     for candidate in (name, name.replace("_", "-")):
         try:
-            return metadata.version(candidate)
+            return metadata.distribution(candidate)
         except metadata.PackageNotFoundError:
             continue
     return None
+
+
+def dist_version(name: str) -> str | None:
+    dist = distribution(name)
+    return dist.version if dist else None

@@ -199,20 +199,6 @@ class Worker:
 
 
 # -- provenance (child side: the versions of the interpreter the stack lives in) --------------
-def _dist(name: str):
-    from importlib import metadata
-
-    for candidate in (name, name.replace("_", "-")):
-        try:
-            return metadata.distribution(candidate)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
-
-
-def _version(name: str) -> str | None:
-    dist = _dist(name)
-    return dist.version if dist else None
 
 
 def _git(path: str, *args: str) -> str | None:
@@ -228,7 +214,7 @@ def torch_fl_info() -> dict | None:
     import importlib.util
     from urllib.parse import unquote, urlparse
 
-    dist = _dist("torch_fl")
+    dist = stacks.distribution("torch_fl")
     try:
         spec = importlib.util.find_spec("torch_fl")
     except (ImportError, ValueError):
@@ -307,8 +293,8 @@ def provenance(stack, device: str) -> dict:
         "python": platform.python_version(),
         "python_executable": sys.executable,
         "torch": torch.__version__,
-        "triton": _version("triton"),
-        "flag_gems": _version("flag_gems"),
+        "triton": stacks.dist_version("triton"),
+        "flag_gems": stacks.dist_version("flag_gems"),
         "torch_fl": torch_fl,
         "device": device_info(device),
         "visible_devices": {k: v for k, v in os.environ.items() if k.endswith("VISIBLE_DEVICES")},
