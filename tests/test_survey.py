@@ -288,3 +288,33 @@ def test_the_survey_parent_never_imports_torch():
                           capture_output=True, text=True, cwd=REPO_ROOT)
     assert done.returncode == 0
     assert "torch" not in done.stderr
+
+
+SETUP_LOGGING_STACK = '''
+import json, os, time
+def setup():
+    start = time.time()
+    time.sleep(1.5)  # a stack import takes seconds: long enough for starts to overlap or not
+    with open(os.environ["SETUP_LOG"], "a") as log:
+        log.write(json.dumps({"pid": os.getpid(), "start": start, "end": time.time()}) + "\\n")
+    return "cpu"
+def registered():
+    return ["abs", "neg", "exp", "sin"]
+'''
+
+
+def test_the_listing_worker_works_on_and_the_others_start_alongside_it(tmp_path):
+    # The stack lists its own routes: that worker must go on to run cases (no extra stack
+    # import), and the second worker must start while the first one does, not after it.
+    (tmp_path / "setuplog_stack.py").write_text(SETUP_LOGGING_STACK)
+    log = tmp_path / "setups.jsonl"
+    env = {"PYTHONPATH": str(tmp_path), "SETUP_LOG": str(log)}
+    result = survey(tmp_path, "--stack", "setuplog_stack", "--routes", "stack", "--workers", "2",
+                    "--no-store", "-q", "-o", "s.json", env=env)
+    assert result.returncode == 0, result.stderr
+    doc = load(tmp_path / "s.json")
+    assert doc["summary"]["verdicts"].get("STRICT") == 4
+    setups = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(setups) == 2, setups  # one per worker; the route listing reused the first
+    first, second = sorted(setups, key=lambda s: s["start"])
+    assert second["start"] < first["end"], "the second worker waited for the first to start"

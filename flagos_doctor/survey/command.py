@@ -59,19 +59,38 @@ def _load_spec(path: str | None):
     return load_spec(path)
 
 
-def _route_set(options: SurveyOptions, config: pool_module.WorkerConfig) -> routes.RouteSet:
+def _listing_source(options: SurveyOptions) -> str | None:
+    """Where the route set comes from when no conf gives it: ``flag_gems`` or ``stack``.
+
+    None when a conf gives it. Raises BadInput when neither can.
+    """
     if options.conf:
-        return routes.from_conf(options.conf, options.backend)
+        return None
     source = options.routes
     if source is None:
         if options.stack == "demo":
-            return routes.from_conf(stacks.DEMO_CONF, options.backend)
+            return None
         if options.stack == "torch_fl" and os.environ.get("FLAGOS_BACKEND_CONFIG"):
-            return routes.from_conf(os.environ["FLAGOS_BACKEND_CONFIG"], options.backend)
+            return None
         if options.stack == "flag_gems":
-            source = "flag_gems"
-        else:
-            raise BadInput(f"stack {options.stack!r}: say which overloads to survey with --conf PATH or --routes stack")
+            return "flag_gems"
+        raise BadInput(f"stack {options.stack!r}: say which overloads to survey with --conf PATH or --routes stack")
+    return source
+
+
+def _conf_route_set(options: SurveyOptions) -> routes.RouteSet:
+    if options.conf:
+        return routes.from_conf(options.conf, options.backend)
+    if options.stack == "demo":
+        return routes.from_conf(stacks.DEMO_CONF, options.backend)
+    return routes.from_conf(os.environ["FLAGOS_BACKEND_CONFIG"], options.backend)
+
+
+def _route_set(options: SurveyOptions, config: pool_module.WorkerConfig) -> routes.RouteSet:
+    """The route set, listing it in a child of its own when a stack has to say it."""
+    source = _listing_source(options)
+    if source is None:
+        return _conf_route_set(options)
     listing = pool_module.WorkerConfig(**{**config.__dict__, "stack": "flag_gems" if source == "flag_gems" else options.stack})
     lister = pool_module.Pool(listing, 1)
     try:
@@ -82,6 +101,13 @@ def _route_set(options: SurveyOptions, config: pool_module.WorkerConfig) -> rout
     finally:
         lister.close()
     return routes.from_listing(source, overloads, options.backend)
+
+
+def _start_first(workers: pool_module.Pool, stack: str) -> pool_module.WorkerProcess:
+    try:
+        return workers.start_worker(0)
+    except pool_module.StackFailed as exc:
+        _stack_failed(exc, stack)
 
 
 def _stack_failed(exc: pool_module.StackFailed, stack: str):
@@ -113,10 +139,32 @@ def _run(options: SurveyOptions) -> int:
         backend=options.backend, timeout=options.timeout, keep_env=options.keep_env,
         devices=list(options.devices), startup_timeout=max(600.0, options.timeout),
     )
-    route_set = _route_set(options, config)
+    workers = pool_module.Pool(config, options.workers, per_overload=options.isolation == "per-overload")
+    try:
+        return _survey(options, spec, spec_dict, config, workers)
+    finally:
+        workers.close()
+
+
+def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.WorkerConfig,
+            workers: pool_module.Pool) -> int:
+    source = _listing_source(options)
+    first = None
+    if source is not None and (source == "stack" or options.stack == source):
+        # The survey's own stack lists the routes: its first worker does, then works on.
+        workers.prestart(len(options.ops) if options.ops else options.workers)
+        first = _start_first(workers, options.stack)
+        try:
+            route_set = routes.from_listing(source, first.registered(), options.backend)
+        except pool_module.StackFailed as exc:
+            _stack_failed(exc, options.stack)
+    else:
+        route_set = _route_set(options, config)
     if route_set.source != "conf" and config.conf is None and options.stack == "demo":
         config.conf = stacks.DEMO_CONF
     selected = routes.select(route_set, options.ops)
+    if first is None:
+        workers.prestart(len(selected))
     output = options.output or default_output(options.stack)
     comparable = {
         "harness_version": model.HARNESS_VERSION,
@@ -127,16 +175,13 @@ def _run(options: SurveyOptions) -> int:
         "device": options.device,
     }
     journal = Journal(output, comparable)
-    journal.load()  # refuses another setup before any worker starts
+    journal.load()  # refuses another setup before any case runs
 
-    workers = pool_module.Pool(config, options.workers, per_overload=options.isolation == "per-overload")
     started = _now()
     clock = time.monotonic()
     try:
-        try:
-            first = workers.start_worker(0)
-        except pool_module.StackFailed as exc:
-            _stack_failed(exc, options.stack)
+        if first is None:
+            first = _start_first(workers, options.stack)
         found = first.ready["provenance"]
         journal.extend({
             "device_type": (found.get("device") or {}).get("type"),
@@ -172,10 +217,10 @@ def _run(options: SurveyOptions) -> int:
         interrupted = False
         try:
             if tasks:
-                workers.run(tasks, first)
-                slots = min(workers.workers, len(tasks))
+                slots = workers.run(tasks, first)
             else:
                 first.close()
+                workers.stop()  # prestarted workers have nothing to do
                 slots = 0
             while slots:
                 event = workers.events.get()

@@ -215,6 +215,8 @@ class Pool:
         self._threads: list[threading.Thread] = []
         self._live: dict[int, WorkerProcess] = {}
         self._live_lock = threading.Lock()
+        self._prestarted: dict[int, threading.Thread] = {}
+        self._tasks_ready = threading.Event()
         self._own_scratch = None
         if not config.scratch:
             self._own_scratch = tempfile.TemporaryDirectory(prefix="flagos-survey-")
@@ -226,26 +228,59 @@ class Pool:
             self._live[slot] = worker
         return worker
 
-    def run(self, tasks: list[tuple[str, list[str] | None]], first: WorkerProcess | None = None) -> None:
+    def prestart(self, slots: int) -> None:
+        """Start slots 1..slots-1 now: each starts its worker, then waits for ``run``.
+
+        A worker spends most of its start importing the stack (seconds to tens of seconds
+        with FlagGems on a GPU machine); starting them while slot 0's worker starts and the
+        route set and journal are prepared keeps those imports off the critical path. Each
+        worker is started by the thread that will use it: a worker asks for a signal when
+        the thread that started it ends (PR_SET_PDEATHSIG), so no short-lived helper thread
+        may start one.
+        """
+        for slot in range(1, min(slots, self.workers)):
+            if slot in self._prestarted:
+                continue
+            thread = threading.Thread(target=self._prestarted_slot, args=(slot,), daemon=True)
+            self._prestarted[slot] = thread
+            self._threads.append(thread)
+            thread.start()
+
+    def _prestarted_slot(self, slot: int) -> None:
+        try:
+            worker = self._fresh(slot)
+        except StackFailed as exc:
+            self._tasks_ready.wait()
+            if not self._stop.is_set() and not self._tasks.empty():
+                self.events.put(Event("fatal", None, {"message": str(exc), "missing": exc.missing}))
+                self._stop.set()
+            self.events.put(Event("slot_end", None, {"slot": slot}))
+            return
+        self._tasks_ready.wait()
+        self._slot(slot, worker)
+
+    def run(self, tasks: list[tuple[str, list[str] | None]], first: WorkerProcess | None = None) -> int:
         """Start the slots on ``tasks`` ((overload, profiles or None)); events follow on ``events``.
 
-        ``first``, a worker already started (for its provenance), serves slot 0. A final
-        Event("finished") arrives once every slot has ended.
+        ``first``, a worker already started (for its provenance), serves slot 0. Returns the
+        number of slots, each of which ends with an Event("slot_end").
         """
         for task in tasks:
             self._tasks.put(task)
         count = min(self.workers, max(1, len(tasks)))
-        self._running = count
         for slot in range(count):
+            if slot in self._prestarted:
+                continue
             thread = threading.Thread(target=self._slot, args=(slot, first if slot == 0 else None), daemon=True)
             self._threads.append(thread)
             thread.start()
-        if first is not None and count == 0:
-            first.close()
+        self._tasks_ready.set()
+        return len(set(range(count)) | set(self._prestarted))
 
     def stop(self) -> None:
         """Stop handing out overloads and kill every live worker."""
         self._stop.set()
+        self._tasks_ready.set()  # prestarted slots stop waiting
         with self._live_lock:
             live = list(self._live.values())
         for worker in live:
