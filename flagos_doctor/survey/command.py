@@ -160,8 +160,6 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
             _stack_failed(exc, options.stack)
     else:
         route_set = _route_set(options, config)
-    if route_set.source != "conf" and config.conf is None and options.stack == "demo":
-        config.conf = stacks.DEMO_CONF
     selected = routes.select(route_set, options.ops)
     if first is None:
         workers.prestart(len(selected))
