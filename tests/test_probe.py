@@ -346,3 +346,106 @@ def test_probe_outputs_never_print_secrets(tmp_path):
     for text in (result.stdout, md.read_text()):
         assert "s3cr3t-api-value" not in text
         assert "pa55word-xyz" not in text
+
+
+# -- Triton's driver on Python 3.12+: hook and dict watcher see one write once ----------------
+_FAKE_TRITON = {
+    "triton/__init__.py": "from . import runtime\n",
+    "triton/backends/__init__.py": '''\
+"""Like Triton's: one Backend per name, whose ``driver`` class answers ``is_active()``."""
+
+
+class DriverBase:
+    pass
+
+
+class FakeDriver(DriverBase):
+    @classmethod
+    def is_active(cls):
+        return True
+
+
+class Backend:
+    def __init__(self, driver):
+        self.driver = driver
+
+
+backends = {"fake": Backend(FakeDriver)}
+''',
+    "triton/runtime/__init__.py": "from .driver import driver\n",
+    "triton/runtime/driver.py": '''\
+"""Triton 3.5+'s DriverConfig: ``active`` falls back to ``default``, which creates the driver."""
+
+from ..backends import backends
+
+
+def _create_driver():
+    (driver,) = [b.driver for b in backends.values() if b.driver.is_active()]
+    return driver()
+
+
+class DriverConfig:
+    def __init__(self):
+        self._default = None
+        self._active = None
+
+    @property
+    def default(self):
+        if self._default is None:
+            self._default = _create_driver()
+        return self._default
+
+    @property
+    def active(self):
+        if self._active is None:
+            self._active = self.default
+        return self._active
+
+    def set_active(self, driver):
+        self._active = driver
+
+
+driver = DriverConfig()
+''',
+    "drvstack/__init__.py": '''\
+"""Reads Triton's active driver, which creates it (writes ``_default``, then ``_active``)."""
+
+import triton
+
+
+def _touch_driver():
+    return triton.runtime.driver.active
+
+
+_touch_driver()
+''',
+}
+
+
+@pytest.mark.skipif(not PYTHON312 or not os.path.exists(PYTHON312), reason="needs a Python 3.12 interpreter")
+def test_triton_driver_writes_are_recorded_once_with_dict_watchers_on_python312(tmp_path):
+    # On the H200 (Python 3.12) each of _default/_active came twice: once from the
+    # DriverConfig hook, once from the dict watcher (#2/#3, #4/#5 in docs/h200/probe-flag_gems.md).
+    for name, text in _FAKE_TRITON.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    path = os.pathsep.join([str(tmp_path), STACKS])
+    document = probe({"PYTHONPATH": path}, imports=["drvstack"], exercise=False, python=PYTHON312)
+    assert document["outcome"] == "ok", document["child"]
+    assert document["python"]["version"].startswith("3.12") and document["python"]["dict_watchers"] is True
+    (create,) = [e for e in document["events"] if e.get("creates_driver")]
+    assert create["where"]["function"] == "_touch_driver" and create["is_active"] == {"fake": True}
+    lines = _FAKE_TRITON["drvstack/__init__.py"].splitlines()
+    touch_line = lines.index("    return triton.runtime.driver.active") + 1
+    for attr, via in (
+        ("_default", ["triton/runtime/driver.py:DriverConfig.default", "triton/runtime/driver.py:DriverConfig.active"]),
+        ("_active", ["triton/runtime/driver.py:DriverConfig.active"]),
+    ):
+        writes = events(document, f"triton.runtime.driver.{attr}", "write")
+        assert len(writes) == 1, f"{attr}: {len(writes)} write events, seq {[w['seq'] for w in writes]}"
+        (write,) = writes
+        assert write["writer_known"] is True and not write.get("inferred")
+        assert write["where"]["function"] == "_touch_driver"
+        assert write["where"]["file"] == "drvstack/__init__.py" and write["where"]["line"] == touch_line
+        assert write["via"] == via
+        assert write["value"]["repr"].startswith("<triton.backends.FakeDriver object")
