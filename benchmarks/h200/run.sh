@@ -9,7 +9,7 @@
 #   bash benchmarks/h200/run.sh speed cold|warm  # pooled vs per-overload, 26 overloads
 #   bash benchmarks/h200/run.sh scale            # --devices 0,1 vs one device (2 GPUs)
 #
-# Wheels (not in the repository; see README "Real hardware"): .whl/deps (sqlalchemy,
+# Wheels (not in the repository; see the README, "What ran on real hardware"): .whl/deps (sqlalchemy,
 # greenlet for cp312), .whl/fg5 (flag_gems 5.0.2), .whl/fg4 (flag_gems 4.2.0).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
