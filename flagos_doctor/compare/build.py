@@ -21,12 +21,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 import flagos_doctor
+from flagos_doctor import worktree
 from flagos_doctor.childproc import tail_text
 from flagos_doctor.compare.arms import SURVEY_KIND, Arm, load_results
 from flagos_doctor.compare.diff import COMPARABILITY, lookup
@@ -34,34 +33,14 @@ from flagos_doctor.errors import BadInput
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor.store import Store
 
-#: Seconds for one git command (worktree add on a large repository may take a while).
-GIT_TIMEOUT = 300
-
-
-def _git(repo: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    try:
-        done = subprocess.run(
-            ["git", "-C", repo, *args], capture_output=True, text=True, timeout=GIT_TIMEOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    except FileNotFoundError:
-        raise BadInput("git is not installed", repo)
-    except subprocess.TimeoutExpired:
-        raise BadInput(f"'git {' '.join(args)}' took more than {GIT_TIMEOUT} s", repo)
-    if check and done.returncode != 0:
-        message = (done.stderr or done.stdout).strip().splitlines()
-        raise BadInput(f"'git {' '.join(args)}' failed: {message[-1] if message else done.returncode}", repo)
-    return done
-
-
 def resolve_commit(repo: str, ref: str) -> str:
     """The full commit ``ref`` names in ``repo``; BadInput when it names none."""
     if not os.path.isdir(repo):
         raise BadInput("no such directory (--repo)", repo)
-    done = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
-    if done.returncode != 0 or not done.stdout.strip():
+    commit = worktree.resolve_commit(repo, ref)
+    if commit is None:
         raise BadInput(f"{ref!r} is neither a results file, nor a run in the store, nor a commit of {repo}", ref)
-    return done.stdout.strip()
+    return commit
 
 
 def survey_argv(options: SurveyOptions, output: str) -> list[str]:
@@ -114,13 +93,6 @@ class Builder:
         self.store = store
         self.say = say or (lambda line: print(line, file=sys.stderr))
 
-    def _env(self, worktree: str) -> dict:
-        env = dict(os.environ)
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(flagos_doctor.__file__)))
-        parts = [worktree, package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        env["PYTHONPATH"] = os.pathsep.join(parts)
-        return env
-
     def arm(self, ref: str) -> Arm:
         """Build, survey and file the commit ``ref`` names; return the arm."""
         commit = resolve_commit(self.repo, ref)
@@ -128,17 +100,15 @@ class Builder:
         if filed:
             path = max(filed, key=lambda e: os.path.getmtime(e.path)).path
             return Arm(ref=ref, path=path, document=load_results(path), source="store", commit=commit)
-        scratch = tempfile.mkdtemp(prefix=f"flagos-doctor-{commit[:10]}-")
-        worktree = os.path.join(scratch, "src")
-        try:
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(flagos_doctor.__file__)))
+        with worktree.temporary_worktree(self.repo, commit, "flagos-doctor-") as (scratch, tree):
             self.say(f"{ref}: worktree of {self.repo} at {commit[:12]}")
-            _git(self.repo, "worktree", "add", "--detach", worktree, commit)
-            env = self._env(worktree)
+            env = worktree.env_with_import_path([tree, package_root])
             log_path = os.path.join(scratch, "build.log")
             if self.build_cmd:
                 self.say(f"{ref}: building: {self.build_cmd}")
                 with open(log_path, "wb") as log:
-                    done = subprocess.run(self.build_cmd, shell=True, cwd=worktree, env=env,
+                    done = subprocess.run(self.build_cmd, shell=True, cwd=tree, env=env,
                                           stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
                 if done.returncode != 0:
                     with open(log_path, "rb") as log:
@@ -151,7 +121,7 @@ class Builder:
             # the user's own checkout (often where they run this) must not shadow it.
             with open(os.path.join(scratch, "survey.log"), "wb") as log:
                 done = subprocess.run([sys.executable, "-m", "flagos_doctor", *survey_argv(self.survey, results)],
-                                      cwd=worktree, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                      cwd=tree, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                       stderr=subprocess.STDOUT)
             if not os.path.isfile(results):
                 with open(os.path.join(scratch, "survey.log"), "rb") as log:
@@ -162,7 +132,3 @@ class Builder:
             path = self.store.file(SURVEY_KIND, commit, fingerprint(document), results)
             self.say(f"{ref}: filed as {path}")
             return Arm(ref=ref, path=path, document=document, source="built", commit=commit)
-        finally:
-            _git(self.repo, "worktree", "remove", "--force", worktree, check=False)
-            shutil.rmtree(scratch, ignore_errors=True)
-            _git(self.repo, "worktree", "prune", check=False)

@@ -27,6 +27,7 @@ from flagos_doctor.errors import BadInput
 from flagos_doctor.files import write_json
 from flagos_doctor.store import Store
 from flagos_doctor.suite import worktree
+from flagos_doctor.worktree import resolve_commit
 from flagos_doctor.suite.junit import load_run, parse_junit, run_document
 from flagos_doctor.suite.model import SuiteRun
 
@@ -62,7 +63,7 @@ def resolve_arm(ref: str, store: Store, repo: str | None = None, test_cmd: str |
             raise BadInput(f"{exc.message} (or give --repo PATH --test-cmd CMD to run it)", exc.where)
         run = load_run(path)
         return Arm(run, (run.commit or ref)[:10], "store", run.commit)
-    commit = worktree.resolve_commit(repo, ref)
+    commit = resolve_commit(repo, ref)
     if commit is None:
         raise BadInput(f"neither a file nor a commit of {repo}", ref)
     filed = store.path_for(KIND, commit, fingerprint(test_cmd, build_cmd))

@@ -1,0 +1,66 @@
+"""Temporary git worktrees of the user's repository, the way asv's ``continuous`` builds commits.
+
+Used by ``survey --compare --repo`` and ``suite --compare --repo``: a commit is checked out
+with ``git worktree add --detach`` in a temporary folder, built and run there, and the
+worktree is removed afterwards whatever happened. The user's checkout (files, index, HEAD)
+is never touched; only git's own list of worktrees changes, for the duration of the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+
+from flagos_doctor.errors import BadInput
+
+#: Seconds for one git command (worktree add on a large repository may take a while).
+GIT_TIMEOUT = 300
+
+
+def git(repo: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run ``git -C repo ARGS``; with ``check``, a failure is a BadInput naming the repository."""
+    try:
+        done = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True,
+                              timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise BadInput("git is not installed", repo)
+    except subprocess.TimeoutExpired:
+        raise BadInput(f"'git {' '.join(args)}' took more than {GIT_TIMEOUT} s", repo)
+    if check and done.returncode != 0:
+        lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+        raise BadInput(f"'git {' '.join(args)}' failed: {lines[-1][:200] if lines else done.returncode}", repo)
+    return done
+
+
+def resolve_commit(repo: str, ref: str) -> str | None:
+    """The full hash ``ref`` names in ``repo`` (a prefix, a branch, a tag), or None."""
+    done = git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
+
+
+@contextlib.contextmanager
+def temporary_worktree(repo: str, commit: str, prefix: str):
+    """Yield ``(scratch, tree)``: a detached worktree of ``commit`` at ``tree``, inside a
+    scratch folder for logs and outputs. Both are gone afterwards."""
+    scratch = tempfile.mkdtemp(prefix=f"{prefix}{commit[:10]}-")
+    tree = os.path.join(scratch, "tree")
+    try:
+        git(repo, "worktree", "add", "--detach", "--quiet", tree, commit)
+        yield scratch, tree
+    finally:
+        if git(repo, "worktree", "remove", "--force", tree, check=False).returncode != 0:
+            shutil.rmtree(tree, ignore_errors=True)
+        git(repo, "worktree", "prune", check=False)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def env_with_import_path(first: list[str]) -> dict:
+    """This process's environment with ``first`` ahead of everything on ``PYTHONPATH``: the
+    worktree's own code must win over any copy installed from the user's checkout."""
+    env = dict(os.environ)
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([*first, *rest])
+    return env
