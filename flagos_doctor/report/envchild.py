@@ -22,22 +22,18 @@ Steps, in order of risk:
 
 from __future__ import annotations
 
-import glob
-import hashlib
 import importlib
 import importlib.util
 import json
 import os
 import platform
-import subprocess
 import sys
 
 from flagos_doctor.channel import ChildChannel
+from flagos_doctor.torch_fl_source import source_details
 
 #: Top-level modules whose versions the report gives, in the report's order.
 PACKAGES = ("torch", "torch_fl", "flag_gems", "triton", "transformers", "torch_musa", "torch_npu", "numpy")
-
-GIT_TIMEOUT = 10
 
 
 def _os_release() -> str | None:
@@ -86,72 +82,6 @@ def _distribution(module: str):
     return None
 
 
-def _git(folder: str, *args: str) -> str | None:
-    try:
-        done = subprocess.run(["git", "-C", folder, *args], capture_output=True, text=True,
-                              timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
-def _checkout(folder: str) -> dict:
-    """Commit, branch and dirty flag of the git checkout holding ``folder``, if any."""
-    top = _git(folder, "rev-parse", "--show-toplevel")
-    if not top:
-        return {}
-    status = _git(top, "status", "--porcelain", "--untracked-files=no")
-    return {
-        "checkout": top,
-        "commit": _git(top, "rev-parse", "HEAD"),
-        "branch": _git(top, "rev-parse", "--abbrev-ref", "HEAD"),
-        "dirty": None if status is None else bool(status),
-    }
-
-
-def _md5(path: str) -> str:
-    digest = hashlib.md5()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def torch_fl_details(location: str, dist) -> dict:
-    """Where torch_fl came from: PEP 610 direct_url.json, its checkout, its extension's md5."""
-    details: dict = {}
-    direct = None
-    if dist is not None:
-        try:
-            text = dist.read_text("direct_url.json")
-            direct = json.loads(text) if text else None
-        except (OSError, ValueError):
-            direct = None
-    details["direct_url"] = direct
-    source = None
-    if direct:
-        vcs = direct.get("vcs_info") or {}
-        if vcs.get("commit_id"):
-            details.update(commit=vcs["commit_id"], branch=vcs.get("requested_revision"), dirty=False,
-                           commit_source="direct_url.json vcs_info")
-        url = direct.get("url", "")
-        if url.startswith("file://") and (direct.get("dir_info") or {}).get("editable"):
-            source = url[len("file://"):]
-    # An editable install, or a checkout on PYTHONPATH: ask git about the folder itself.
-    for folder in (source, location):
-        if folder and os.path.isdir(folder) and "commit" not in details:
-            found = _checkout(folder)
-            if found.get("commit"):
-                details.update(found, commit_source=f"git checkout {found['checkout']}")
-    extensions = sorted(glob.glob(os.path.join(location, "_C*.so")) + glob.glob(os.path.join(location, "_C*.pyd")))
-    if extensions:
-        details["extension"] = os.path.basename(extensions[0])
-        details["extension_md5"] = _md5(extensions[0])
-    else:
-        details["extension"] = None
-    return details
-
-
 def step_packages() -> dict:
     found = {}
     for module in PACKAGES:
@@ -171,7 +101,7 @@ def step_packages() -> dict:
         else:
             entry["version"] = None
         if module == "torch_fl" and os.path.isdir(location):
-            entry.update(torch_fl_details(location, dist))
+            entry.update(source_details(location, dist))
         found[module] = entry
     return found
 

@@ -19,11 +19,9 @@ Requests and the records they produce::
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-import subprocess
 import sys
 import traceback
 
@@ -201,18 +199,11 @@ class Worker:
 # -- provenance (child side: the versions of the interpreter the stack lives in) --------------
 
 
-def _git(path: str, *args: str) -> str | None:
-    try:
-        done = subprocess.run(["git", "-C", path, *args], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
 def torch_fl_info() -> dict | None:
-    """torch_fl's version, commit, dirty flag and extension md5 (PEP 610 + its checkout)."""
+    """torch_fl's version, commit, dirty flag and extension md5 (see :mod:`flagos_doctor.torch_fl_source`)."""
     import importlib.util
-    from urllib.parse import unquote, urlparse
+
+    from flagos_doctor.torch_fl_source import source_details
 
     dist = stacks.distribution("torch_fl")
     try:
@@ -221,39 +212,8 @@ def torch_fl_info() -> dict | None:
         spec = None
     if dist is None and spec is None:
         return None
-    info = {"version": dist.version if dist else None, "commit": None, "dirty": None, "source": None, "extension_md5": None}
-    checkout = None
-    if dist is not None:
-        try:
-            direct = json.loads(dist.read_text("direct_url.json") or "null")
-        except ValueError:
-            direct = None
-        if direct:
-            info["source"] = direct.get("url")
-            commit = (direct.get("vcs_info") or {}).get("commit_id")
-            if commit:
-                info["commit"] = commit
-                info["dirty"] = False
-            parsed = urlparse(direct.get("url", ""))
-            if parsed.scheme == "file" and os.path.isdir(unquote(parsed.path)):
-                checkout = unquote(parsed.path)
-    package_dir = None
-    if spec is not None and spec.submodule_search_locations:
-        package_dir = list(spec.submodule_search_locations)[0]
-        if checkout is None and _git(package_dir, "rev-parse", "--show-toplevel"):
-            checkout = _git(package_dir, "rev-parse", "--show-toplevel")
-    if checkout and _git(checkout, "rev-parse", "HEAD"):
-        info["commit"] = _git(checkout, "rev-parse", "HEAD")
-        info["dirty"] = bool(_git(checkout, "status", "--porcelain", "--untracked-files=no"))
-        info["checkout"] = checkout
-    if package_dir:
-        for entry in sorted(os.listdir(package_dir)):
-            if entry.startswith("_C") and entry.endswith((".so", ".pyd", ".dylib")):
-                with open(os.path.join(package_dir, entry), "rb") as handle:
-                    info["extension_md5"] = hashlib.md5(handle.read()).hexdigest()
-                info["extension"] = entry
-                break
-    return info
+    package_dir = list(spec.submodule_search_locations)[0] if spec is not None and spec.submodule_search_locations else None
+    return {"version": dist.version if dist else None, **source_details(package_dir, dist)}
 
 
 def device_info(device: str) -> dict:
