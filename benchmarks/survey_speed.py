@@ -81,7 +81,31 @@ def run_arm(args, ops: list[str], isolation: str, workdir: str, cache: str, labe
         document = json.load(handle)
     with open(census, encoding="utf-8") as handle:
         census_text = handle.read()
-    return {"wall": wall, "census": census_text, "statuses": document["summary"]["statuses"]}
+    return {"wall": wall, "census": census_text, "statuses": document["summary"]["statuses"],
+            "breakdown": breakdown(document)}
+
+
+def breakdown(document: dict) -> dict:
+    """Where an arm's time went, from its results file: worker starts and case times."""
+    cases = [(name, case) for name, entry in document["overloads"].items() for case in entry["cases"]]
+    timed = [(case.get("seconds") or 0.0, name, case["profile"], case.get("device_seconds")) for name, case in cases]
+    runs = document["provenance"].get("runs") or [{}]
+    return {
+        "worker_starts": runs[-1].get("worker_starts"),
+        "cases": len(cases),
+        "case_s": round(sum(t[0] for t in timed), 2),
+        "device_s": round(sum(t[3] or 0.0 for t in timed), 2),
+        "slowest": [{"overload": n, "profile": p, "s": round(t, 2), "device_s": d} for t, n, p, d in sorted(timed, reverse=True)[:5]],
+    }
+
+
+def show_breakdown(label: str, arm: dict) -> None:
+    b = arm["breakdown"]
+    starts = b.get("worker_starts") or {}
+    print(f"  {label}: {starts.get('count', '?')} worker starts (median {starts.get('median_s', '?')} s,"
+          f" max {starts.get('max_s', '?')} s); {b['cases']} cases took {b['case_s']} s"
+          f" ({b['device_s']} s in the overload on the device)")
+    print("    slowest: " + ", ".join(f"{c['overload']}/{c['profile']} {c['s']}s" for c in b["slowest"]))
 
 
 def compare(args, ops, workdir, caches: str) -> dict:
@@ -102,9 +126,12 @@ def compare(args, ops, workdir, caches: str) -> dict:
     print(f"  {'per-overload (upstream)':<28}{isolated['wall']:>10.1f}{isolated['wall'] / len(ops):>12.2f}")
     print(f"  ratio per-overload / pooled: {isolated['wall'] / pooled['wall']:.1f}x")
     print(f"  census identical: {same}   statuses: {json.dumps(pooled['statuses'], sort_keys=True)}")
-    return {"caches": caches, "overloads": len(ops), "pooled_s": round(pooled["wall"], 2),
+    show_breakdown("pooled", pooled)
+    show_breakdown("per-overload", isolated)
+    return {"caches": caches, "overloads": len(ops), "workers": args.workers, "pooled_s": round(pooled["wall"], 2),
             "per_overload_s": round(isolated["wall"], 2), "ratio": round(isolated["wall"] / pooled["wall"], 2),
-            "census_identical": same, "statuses": pooled["statuses"]}
+            "census_identical": same, "statuses": pooled["statuses"],
+            "breakdown": {"pooled": pooled["breakdown"], "per_overload": isolated["breakdown"]}}
 
 
 def scale_devices(args, ops, workdir) -> dict:
@@ -120,9 +147,12 @@ def scale_devices(args, ops, workdir) -> dict:
     print(f"  {'devices ' + ','.join(devices):<28}{many['wall']:>10.1f}{many['wall'] / len(ops):>12.2f}")
     print(f"  speed-up from {len(devices)} devices: {one['wall'] / many['wall']:.2f}x")
     print(f"  census identical: {same}   statuses: {json.dumps(one['statuses'], sort_keys=True)}")
+    show_breakdown("one device", one)
+    show_breakdown("all devices", many)
     return {"caches": "cold", "overloads": len(ops), "devices": devices, "workers_per_device": args.workers,
             "one_device_s": round(one["wall"], 2), "all_devices_s": round(many["wall"], 2),
-            "speedup": round(one["wall"] / many["wall"], 2), "census_identical": same, "statuses": one["statuses"]}
+            "speedup": round(one["wall"] / many["wall"], 2), "census_identical": same, "statuses": one["statuses"],
+            "breakdown": {"one_device": one["breakdown"], "all_devices": many["breakdown"]}}
 
 
 def main() -> int:

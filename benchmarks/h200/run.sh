@@ -9,6 +9,9 @@
 #   bash benchmarks/h200/run.sh speed cold|warm  # pooled vs per-overload, 26 overloads
 #   bash benchmarks/h200/run.sh scale            # --devices 0,1 vs one device (2 GPUs)
 #
+# Environment: WORKERS (pooled workers; per device for scale), DEVICES (speed: GPUs to use,
+# e.g. 0), SURVEY_SECONDS (survey: stop and keep the journal after this long).
+#
 # Wheels (not in the repository; see the README, "What ran on real hardware"): .whl/deps (sqlalchemy,
 # greenlet for cp312), .whl/fg5 (flag_gems 5.0.2), .whl/fg4 (flag_gems 4.2.0).
 set -uo pipefail
@@ -37,11 +40,17 @@ case "$step" in
     export PYTHONPATH=$(stack_path "$version"):/tmp/site:$REPO
     export TRITON_CACHE_DIR=$WORK/triton-cache-$version
     result=$WORK/flag_gems-$version.json
+    # A fresh machine resumes from the committed results file (and a journal carried beside it).
+    seed=surveys/results/flag_gems-$version-h200.json
+    if [ ! -f "$result" ] && [ -f "$seed" ]; then
+      cp "$seed" "$result"; [ -f "$seed.journal" ] && cp "$seed.journal" "$result.journal"
+    fi
     # Resumable: a call cut short leaves the journal; the same command carries on.
     timeout "${SURVEY_SECONDS:-540}" python3 -m flagos_doctor survey --stack flag_gems --routes flag_gems \
       --workers "${WORKERS:-8}" --timeout 300 --no-store --quiet -o "$result" --census "$WORK/flag_gems-$version.census"
     echo "survey exit: $?"
-    cp "$result" "$OUT/" 2>/dev/null; cp "$WORK/flag_gems-$version.census" "$OUT/" 2>/dev/null
+    cp "$result" "$OUT/" 2>/dev/null; cp "$result.journal" "$OUT/" 2>/dev/null
+    cp "$WORK/flag_gems-$version.census" "$OUT/" 2>/dev/null
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(d['summary'], sort_keys=True))" "$result"
     ;;
   probe)
@@ -52,8 +61,8 @@ case "$step" in
     ;;
   speed)
     export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO
-    python3 benchmarks/survey_speed.py --stack flag_gems --count 26 --cache "$2" --workers "${WORKERS:-8}" \
-      --timeout 300 --json "$OUT/survey-speed-$2.json"
+    python3 benchmarks/survey_speed.py --stack flag_gems --count 26 --cache "$2" --workers "${WORKERS:-16}" \
+      ${DEVICES:+--devices "$DEVICES"} --timeout 300 --json "$OUT/survey-speed-$2.json"
     ;;
   scale)
     export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO

@@ -120,7 +120,23 @@ class SurveyFailed(Exception):
     """The survey could not run (exit 1)."""
 
 
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM (``timeout``, a CI job cancelled) ends the survey as Ctrl-C does: workers
+    stopped, the results file written with what was recorded, the journal kept to resume."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def run(options: SurveyOptions) -> int:
+    _interrupt_on_sigterm()
     try:
         return _run(options)
     except SurveyFailed as exc:
@@ -250,6 +266,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
     ended = _now()
     this_run["ended"] = ended
     this_run["seconds"] = round(time.monotonic() - clock, 3)
+    this_run["worker_starts"] = workers.start_figures()
     provenance["ended"] = ended
     doc = document()
     done = all(name in journal.finished for name in selected)

@@ -22,6 +22,7 @@ Contract with the worker::
 from __future__ import annotations
 
 import hashlib
+import time
 import warnings
 
 import torch
@@ -78,6 +79,7 @@ class CaseRunner:
         self.device = torch.device(device)
         self.spec = spec
         self.judge = Judge(spec, self.device.type)
+        self.device_seconds: float | None = None
 
     def profiles(self, overload: str) -> list:
         """The profile names to run for ``overload``; raises NoSchema if torch lacks it."""
@@ -85,7 +87,13 @@ class CaseRunner:
         return [profile.name for profile in self.spec.profiles]
 
     def run_case(self, overload: str, profile: str) -> dict:
-        """Run one case; ``{"status", "detail"}``. Raises NoSchema or KeyError (unknown profile) only."""
+        """Run one case; ``{"status", "detail"}``. Raises NoSchema or KeyError (unknown profile) only.
+
+        Afterwards ``device_seconds`` holds how long the overload itself took on the device
+        (the call and a synchronize: on a GPU, a first call's kernel compile or autotune
+        shows here), or None when the case never reached the device (an exception there still counts).
+        """
+        self.device_seconds = None
         op = resolve(overload)
         prof = self.spec.profile(profile)
         seed = case_seed(overload, profile)
@@ -117,9 +125,11 @@ class CaseRunner:
         except Exception as exc:
             return _result(model.INVALID_CASE, f"reference: {describe(exc)}")
 
+        clock = None
         try:
             device_case = self._to_device(case)
             self._seed(seed)
+            clock = time.perf_counter()
             actual = op(*device_case.args, **device_case.kwargs)
             self._synchronize()
         except Exception as exc:
@@ -127,6 +137,9 @@ class CaseRunner:
                 return _result(model.UNVERIFIABLE,
                                f"no CPU kernel to run the device arm on (reference: {alternative.source})")
             return _result(model.ERROR, describe(exc))
+        finally:
+            if clock is not None:
+                self.device_seconds = time.perf_counter() - clock
 
         try:
             problem = self._judge(overload, expected, actual, reference_case, device_case, pristine)

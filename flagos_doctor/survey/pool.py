@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import os
 import queue
+import statistics
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 
 from flagos_doctor.childproc import Child, ChildEnded, ChildTimeout, tail_text
@@ -83,8 +85,10 @@ class WorkerProcess:
         self.config = config
         self.slot = slot
         self.capture = os.path.join(config.scratch, f"worker-{slot}-{number}.log")
+        clock = time.monotonic()
         self.child = Child(config.python, WORKER_MODULE, env=config.env(slot))
         self.ready: dict | None = None
+        self.start_seconds: float | None = None  # spawn to ready: mostly the stack's import
         try:
             self.child.send(
                 {
@@ -110,6 +114,7 @@ class WorkerProcess:
             self.close()
             raise StackFailed(f"stack {config.stack!r} failed to start: {record.get('error')}", bool(record.get("missing")))
         self.ready = record
+        self.start_seconds = time.monotonic() - clock
 
     # -- the stack's own list ------------------------------------------------------------
     def registered(self) -> list[str]:
@@ -215,6 +220,7 @@ class Pool:
         self._threads: list[threading.Thread] = []
         self._live: dict[int, WorkerProcess] = {}
         self._live_lock = threading.Lock()
+        self._start_seconds: list[float] = []
         self._prestarted: dict[int, threading.Thread] = {}
         self._tasks_ready = threading.Event()
         self._own_scratch = None
@@ -226,7 +232,16 @@ class Pool:
         worker = WorkerProcess(self.config, slot, list_only=list_only)
         with self._live_lock:
             self._live[slot] = worker
+            self._start_seconds.append(worker.start_seconds)
         return worker
+
+    def start_figures(self) -> dict:
+        """How many workers started and how long each took (seconds: median, max)."""
+        with self._live_lock:
+            times = list(self._start_seconds)
+        if not times:
+            return {"count": 0}
+        return {"count": len(times), "median_s": round(statistics.median(times), 2), "max_s": round(max(times), 2)}
 
     def prestart(self, slots: int) -> None:
         """Start slots 1..slots-1 now: each starts its worker, then waits for ``run``.

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import sys
+import time
 import traceback
 
 from flagos_doctor.channel import ChildChannel
@@ -142,6 +143,7 @@ class Worker:
         return True
 
     def case(self, name: str, profile: str, offset: int) -> dict:
+        clock = time.perf_counter()
         before = self.stack.begin_case()
         try:
             outcome = self.runner.run_case(name, profile)
@@ -162,6 +164,10 @@ class Worker:
         }
         if note:
             record["evidence"] = note
+        # Times are for finding slow kernels and for the benchmarks; the census leaves them out.
+        record["seconds"] = round(time.perf_counter() - clock, 4)
+        if self.runner.device_seconds is not None:
+            record["device_seconds"] = round(self.runner.device_seconds, 4)
         poison = POISON_RE.search(f"{record['detail']}\n{stacks.strip_evidence(captured)}")
         if poison:
             if status != model.ERROR:
