@@ -227,6 +227,33 @@ def test_sigterm_ends_the_survey_like_ctrl_c_and_keeps_what_was_recorded(tmp_pat
     assert journal.exists()  # kept for the resume
 
 
+def test_pooled_workers_share_one_overloads_cases(tmp_path):
+    # sinh hangs on 1d-f32 until the timeout; with one task per case the second worker runs
+    # sinh's other profiles meanwhile, so no replacement worker is ever needed for them.
+    done = survey(tmp_path, "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "sinh", "--workers", "2",
+                  "--timeout", "20", "--no-store", "-q", "-o", "s.json", env=FAULT_ENV)
+    assert done.returncode == 0, done.stderr
+    doc = load(tmp_path / "s.json")
+    cases = {case["profile"]: case["status"] for case in doc["overloads"]["sinh"]["cases"]}
+    assert cases.pop("1d-f32") == model.TIMEOUT and len(cases) == 6
+    assert doc["provenance"]["runs"][0]["worker_starts"]["count"] == 2  # one task per overload would need a third
+
+
+def test_plan_tasks_one_case_each_pooled_one_overload_each_isolated(tmp_path):
+    from flagos_doctor.survey.command import plan_tasks
+    from flagos_doctor.survey.journal import Journal
+
+    journal = Journal(str(tmp_path / "p.json"), {})
+    journal.profiles["b"] = ["x", "y", "z"]
+    journal.partial["b"] = [{"profile": "y", "status": "PASS", "route": "kernel", "detail": ""}]
+    journal.profiles["c"] = ["x"]
+    journal.partial["c"] = [{"profile": "x", "status": "PASS", "route": "kernel", "detail": ""}]
+    assert plan_tasks(["a", "b", "c"], journal, ["x", "y", "z"], "pooled") == [
+        ("a", ["x"]), ("a", ["y"]), ("a", ["z"]), ("b", ["x"]), ("b", ["z"]), ("c", [])]
+    assert plan_tasks(["a", "b", "c"], journal, ["x", "y", "z"], "per-overload") == [
+        ("a", None), ("b", ["x", "z"]), ("c", [])]
+
+
 def test_results_from_another_setup_are_refused(demo_run, tmp_path):
     src, _, _, _ = demo_run
     shutil.copy(src / "demo.json", tmp_path / "r.json")

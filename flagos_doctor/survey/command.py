@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections import Counter
 from datetime import datetime, timezone
 
 from flagos_doctor import files
@@ -224,9 +225,12 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         def document() -> dict:
             return results.build(provenance, journal.comparable, route_set.overloads, journal.finished, journal.partial, journal.profiles)
 
-        tasks = [(name, journal.remaining_profiles(name)) for name in selected if name not in journal.finished]
+        tasks = plan_tasks([name for name in selected if name not in journal.finished], journal,
+                           [profile.name for profile in spec.profiles], options.isolation)
+        outstanding = Counter(name for name, _ in tasks)  # tasks left per overload
         journal.start(document())
-        view = progress.LiveProgress(len(tasks), quiet=options.quiet)
+        view = progress.LiveProgress(len(outstanding), quiet=options.quiet)
+        begun: set[str] = set()
         fatal = None
         interrupted = False
         try:
@@ -239,15 +243,19 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
             while slots:
                 event = workers.events.get()
                 if event.kind == "begin":
-                    view.begin(event.overload)
+                    if event.overload not in begun:
+                        begun.add(event.overload)
+                        view.begin(event.overload)
                 elif event.kind == "profiles":
                     journal.record_profiles(event.overload, event.data["profiles"])
                 elif event.kind == "case":
                     journal.record_case(event.overload, event.data)
                 elif event.kind == "end":
-                    journal.record_end(event.overload)
-                    files.write_json(journal.output, document())
-                    view.end(event.overload, verdict_of(journal.finished[event.overload]))
+                    outstanding[event.overload] -= 1
+                    if outstanding[event.overload] == 0:  # its last task: the overload is finished
+                        journal.record_end(event.overload)
+                        files.write_json(journal.output, document())
+                        view.end(event.overload, verdict_of(journal.finished[event.overload]))
                 elif event.kind == "replaced":
                     view.note(f"worker {event.data['slot']} replaced after {event.overload}: {event.data['why']}")
                 elif event.kind == "fatal":
@@ -292,6 +300,28 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         print(f"flagos-doctor: survey stopped: {fatal['message']}", file=sys.stderr)
         return EXIT_FINDING
     return EXIT_OK if done else EXIT_FINDING
+
+
+def plan_tasks(names: list[str], journal: Journal, profiles: list[str], isolation: str) -> list[tuple]:
+    """The pool's tasks, in order: (overload, profiles to run or None for all).
+
+    Pooled, every case is a task of its own: one overload's cases run side by side in as
+    many workers, so a few slow cases (a kernel autotuning for a minute per dtype) no longer
+    queue behind each other in one worker. Per-overload isolation keeps one task, hence one
+    process, per overload. A partly done overload (resumed) runs only what it lacks.
+    """
+    tasks = []
+    for name in names:
+        remaining = journal.remaining_profiles(name)
+        if isolation != "pooled":
+            tasks.append((name, remaining))
+            continue
+        wanted = profiles if remaining is None else remaining
+        if wanted:
+            tasks.extend((name, [profile]) for profile in wanted)
+        else:  # nothing left but the end: one empty task records it
+            tasks.append((name, wanted))
+    return tasks
 
 
 def _write_outputs(options: SurveyOptions, doc: dict) -> None:

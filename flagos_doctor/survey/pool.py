@@ -6,8 +6,8 @@ dies on a signal, hangs past the per-case timeout or reports a poisoned device c
 replaced; the case in flight is recorded as CRASH, TIMEOUT or ERROR (poison) and the cases
 after it run in a fresh worker. A case is recorded only when its worker said it started it.
 
-:class:`Pool` runs slots (``--workers``) in threads, one worker each, pulling overloads from
-a queue and reporting :class:`Event` objects to the caller's thread, which alone writes the
+:class:`Pool` runs slots (``--workers``) in threads, one worker each, pulling tasks (an
+overload and some of its profiles) from a queue and reporting :class:`Event` objects to the caller's thread, which alone writes the
 journal and the terminal.
 """
 
@@ -208,7 +208,12 @@ class WorkerProcess:
 
 
 class Pool:
-    """Slots (``--workers``) that run overloads in worker processes, one overload at a time."""
+    """Slots (``--workers``) that run tasks in worker processes, one task at a time.
+
+    A task is an overload and the profiles to run (None: all of them). Each task ends with
+    Event("end") (also one skipped because its overload already got an overload-level
+    record); the caller decides when an overload is finished.
+    """
 
     def __init__(self, config: WorkerConfig, workers: int = 1, per_overload: bool = False):
         self.config = config
@@ -222,6 +227,7 @@ class Pool:
         self._live_lock = threading.Lock()
         self._start_seconds: list[float] = []
         self._prestarted: dict[int, threading.Thread] = {}
+        self._given_up: set[str] = set()  # overloads with an overload-level record ("-"): skip their other tasks
         self._tasks_ready = threading.Event()
         self._own_scratch = None
         if not config.scratch:
@@ -275,7 +281,7 @@ class Pool:
         self._slot(slot, worker)
 
     def run(self, tasks: list[tuple[str, list[str] | None]], first: WorkerProcess | None = None) -> int:
-        """Start the slots on ``tasks`` ((overload, profiles or None)); events follow on ``events``.
+        """Start the slots on ``tasks`` ((overload, profiles or None)), in order; events follow on ``events``.
 
         ``first``, a worker already started (for its provenance), serves slot 0. Returns the
         number of slots, each of which ends with an Event("slot_end").
@@ -321,6 +327,9 @@ class Pool:
                     name, profiles = self._tasks.get_nowait()
                 except queue.Empty:
                     break
+                if name in self._given_up:  # NO_SCHEMA, or a worker that kept dying on it
+                    report(Event("end", name, {"slot": slot, "skipped": True}))
+                    continue
                 worker = self._run_overload(slot, worker, name, profiles, report)
                 if self.per_overload and worker is not None:
                     worker.close()
@@ -360,6 +369,8 @@ class Pool:
             if event.kind == "case":
                 finished.add(event.data["profile"])
                 case = event.data
+                if case["profile"] == "-":
+                    self._given_up.add(name)
                 mark = case.get("signal") or (f"poison: {case['poison']}" if case.get("poison") else "")
                 last["why"] = f"{case['status']} on {case['profile']}" + (f" ({mark})" if mark else "")
             report(event)
@@ -377,10 +388,13 @@ class Pool:
             if outcome == "idle":
                 idle_deaths += 1
                 if idle_deaths >= MAX_IDLE_DEATHS:
-                    track(Event("case", name, {
-                        "profile": "-", "status": model.CRASH, "route": model.ROUTE_UNKNOWN,
-                        "detail": f"worker died or hung {idle_deaths} times before any case of this overload started",
-                    }))
+                    detail = f"worker died or hung {idle_deaths} times before a case of this overload started"
+                    # A task for some profiles gives each of them the record; a whole overload, one line.
+                    unstarted = [p for p in profiles if p not in finished] if profiles is not None else ["-"]
+                    for profile in unstarted:
+                        track(Event("case", name, {
+                            "profile": profile, "status": model.CRASH, "route": model.ROUTE_UNKNOWN, "detail": detail,
+                        }))
                     break
                 report(Event("replaced", name, {"slot": slot, "why": "died before a case started"}))
                 continue
