@@ -70,6 +70,7 @@ def test_demo_survey_results_file_contract(demo_run):
             assert case["status"] in model.CASE_STATUSES
     prov = doc["provenance"]
     assert prov["runs"][-1]["worker_starts"]["count"] >= 1 and prov["runs"][-1]["worker_starts"]["max_s"] > 0
+    assert "this run: " in done.stdout and "worker start(s)" in done.stdout
     for key in ("stack", "torch", "triton", "flag_gems", "python", "device", "routes", "harness_version", "spec", "started", "ended"):
         assert key in prov, key
     assert prov["stack"] == "demo" and prov["device"]["type"] == "flagos" and prov["device"]["count"] == 1
@@ -379,3 +380,19 @@ def test_the_listing_worker_works_on_and_the_others_start_alongside_it(tmp_path)
     assert len(setups) == 2, setups  # one per worker; the route listing reused the first
     first, second = sorted(setups, key=lambda s: s["start"])
     assert second["start"] < first["end"], "the second worker waited for the first to start"
+
+
+def test_summary_names_the_slowest_cases_of_the_h200_survey():
+    # The committed FlagGems 5.0.2 survey: mm autotunes for about 100 s a new shape.
+    import io
+
+    from rich.console import Console
+
+    from flagos_doctor.survey import progress
+
+    doc = load(os.path.join(REPO_ROOT, "surveys", "results", "flag_gems-5.0.2-h200.json"))
+    out = io.StringIO()
+    progress.render_summary(doc, "r.json", Console(file=out, width=200))
+    text = out.getvalue()
+    assert "slowest cases: mm.out [1d-f32] 99.1 s, mm [1d-f32] 98.4 s, mm [2d-f32-strided] 93.2 s" in text
+    assert "this run: 100.2 s, 4 worker start(s), median 6.26 s, longest 6.34 s" in text

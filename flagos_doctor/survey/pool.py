@@ -7,8 +7,8 @@ replaced; the case in flight is recorded as CRASH, TIMEOUT or ERROR (poison) and
 after it run in a fresh worker. A case is recorded only when its worker said it started it.
 
 :class:`Pool` runs slots (``--workers``) in threads, one worker each, pulling tasks (an
-overload and some of its profiles) from a queue and reporting :class:`Event` objects to the caller's thread, which alone writes the
-journal and the terminal.
+overload and some of its profiles) from a queue and reporting :class:`Event` objects to the
+caller's thread, which alone writes the journal and the terminal.
 """
 
 from __future__ import annotations
@@ -327,7 +327,7 @@ class Pool:
                     name, profiles = self._tasks.get_nowait()
                 except queue.Empty:
                     break
-                if name in self._given_up:  # NO_SCHEMA, or a worker that kept dying on it
+                if name in self._given_up:  # NO_SCHEMA: its other profiles have nothing to run
                     report(Event("end", name, {"slot": slot, "skipped": True}))
                     continue
                 worker = self._run_overload(slot, worker, name, profiles, report)

@@ -113,4 +113,26 @@ def render_summary(document: dict, output: str | None, console=None) -> None:
         console.print(f"[red]{case['status']}[/] {name} [{case['profile']}]: {why}")
     if len(bad) > 10:
         console.print(f"[red]... and {len(bad) - 10} more crash/timeout/poison cases")
+    _render_times(document, console)
     console.print(f"census sha256 {document['census_sha256'][:16]}  results: {output}")
+
+
+def _render_times(document: dict, console) -> None:
+    """This run's time and worker starts, and the slowest cases (a kernel that compiles or
+    autotunes for minutes shows here before it shows as a TIMEOUT)."""
+    runs = (document.get("provenance") or {}).get("runs") or []
+    run = runs[-1] if runs else {}
+    starts = run.get("worker_starts") or {}
+    if run.get("seconds") is not None:
+        line = f"this run: {run['seconds']:.1f} s"
+        if starts.get("count"):
+            line += f", {starts['count']} worker start(s), median {starts['median_s']} s, longest {starts['max_s']} s"
+        console.print(line)
+    timed = sorted(
+        ((case["seconds"], name, case) for name, entry in document["overloads"].items()
+         for case in entry["cases"] if case.get("seconds") is not None),
+        key=lambda item: item[0], reverse=True,
+    )[:3]
+    if timed and timed[0][0] >= 1.0:
+        console.print("slowest cases: " + ", ".join(
+            f"{name} [{case['profile']}] {seconds:.1f} s" for seconds, name, case in timed))
