@@ -65,6 +65,8 @@ def run_arm(args, ops: list[str], isolation: str, workdir: str, cache: str, labe
         "--timeout", str(args.timeout), "--no-store", "--quiet", "-o", output, "--census", census,
         "--backend", args.backend,
     ]
+    if isolation == "pooled":
+        cmd += ["--tasks", args.tasks]
     for flag, value in (("--conf", args.conf), ("--routes", args.routes), ("--device", args.device), ("--spec", args.spec)):
         if value:
             cmd += [flag, value]
@@ -120,7 +122,7 @@ def compare(args, ops, workdir, caches: str) -> dict:
         arms[isolation] = run_arm(args, ops, isolation, workdir, arm_caches[isolation], f"{caches}-{isolation}")
     pooled, isolated = arms["pooled"], arms["per-overload"]
     same = pooled["census"] == isolated["census"]
-    print(f"\n{caches} caches, {len(ops)} overloads, stack {args.stack}, {args.workers} pooled worker(s)")
+    print(f"\n{caches} caches, {len(ops)} overloads, stack {args.stack}, {args.workers} pooled worker(s), --tasks {args.tasks}")
     print(f"  {'arm':<28}{'wall s':>10}{'s/overload':>12}")
     print(f"  {'pooled':<28}{pooled['wall']:>10.1f}{pooled['wall'] / len(ops):>12.2f}")
     print(f"  {'per-overload (upstream)':<28}{isolated['wall']:>10.1f}{isolated['wall'] / len(ops):>12.2f}")
@@ -128,7 +130,7 @@ def compare(args, ops, workdir, caches: str) -> dict:
     print(f"  census identical: {same}   statuses: {json.dumps(pooled['statuses'], sort_keys=True)}")
     show_breakdown("pooled", pooled)
     show_breakdown("per-overload", isolated)
-    return {"caches": caches, "overloads": len(ops), "workers": args.workers, "pooled_s": round(pooled["wall"], 2),
+    return {"caches": caches, "overloads": len(ops), "workers": args.workers, "tasks": args.tasks, "pooled_s": round(pooled["wall"], 2),
             "per_overload_s": round(isolated["wall"], 2), "ratio": round(isolated["wall"] / pooled["wall"], 2),
             "census_identical": same, "statuses": pooled["statuses"],
             "breakdown": {"pooled": pooled["breakdown"], "per_overload": isolated["breakdown"]}}
@@ -149,7 +151,7 @@ def scale_devices(args, ops, workdir) -> dict:
     print(f"  census identical: {same}   statuses: {json.dumps(one['statuses'], sort_keys=True)}")
     show_breakdown("one device", one)
     show_breakdown("all devices", many)
-    return {"caches": "cold", "overloads": len(ops), "devices": devices, "workers_per_device": args.workers,
+    return {"caches": "cold", "overloads": len(ops), "devices": devices, "workers_per_device": args.workers, "tasks": args.tasks,
             "one_device_s": round(one["wall"], 2), "all_devices_s": round(many["wall"], 2),
             "speedup": round(one["wall"] / many["wall"], 2), "census_identical": same, "statuses": one["statuses"],
             "breakdown": {"one_device": one["breakdown"], "all_devices": many["breakdown"]}}
@@ -164,6 +166,7 @@ def main() -> int:
     parser.add_argument("--ops", help="comma-separated overloads (default: the route set, or --count of it)")
     parser.add_argument("--count", type=int, help="this many overloads, spread evenly over the route set")
     parser.add_argument("--workers", type=int, default=1, help="workers of the pooled arm")
+    parser.add_argument("--tasks", choices=("cases", "overloads"), default="cases", help="the pooled arm's --tasks")
     parser.add_argument("--devices", help="0,1,...: spread the pooled arm's workers over these")
     parser.add_argument("--device")
     parser.add_argument("--spec")

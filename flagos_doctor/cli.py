@@ -126,6 +126,7 @@ def survey(
     workers: int = typer.Option(1, min=1, help="Worker processes (they may share a device)."),
     devices: Optional[str] = typer.Option(None, metavar="0,1", help="Device indices to spread workers over."),
     isolation: str = typer.Option("pooled", help="pooled | per-overload (upstream's cost model, for benchmarks)."),
+    tasks: str = typer.Option("cases", help="What a pooled worker takes at a time: cases (an overload's slow cases run side by side) | overloads (its kernels compile once, in one worker)."),
     timeout: float = typer.Option(120.0, help="Seconds per case before its worker is replaced."),
     keep_env: bool = typer.Option(False, help="Keep stray FLAGOS_OP_* variables."),
     output: Optional[str] = typer.Option(None, "--output", "-o", metavar="PATH", help="Results file (resumed if it exists)."),
@@ -148,7 +149,7 @@ def survey(
         ops=[o.strip() for o in ops.split(",") if o.strip()] if ops else [],
         stack=stack, device=device, spec=spec, python=python, workers=workers,
         devices=[d.strip() for d in devices.split(",") if d.strip()] if devices else [],
-        isolation=isolation, timeout=timeout, keep_env=keep_env, output=output, json_path=json_path,
+        isolation=isolation, tasks=tasks, timeout=timeout, keep_env=keep_env, output=output, json_path=json_path,
         census_path=census_path, rerun=rerun, store=store, no_store=no_store, quiet=quiet,
     )
     if compare:

@@ -37,6 +37,7 @@ class SurveyOptions:
     workers: int = 1
     devices: list[str] = field(default_factory=list)
     isolation: str = "pooled"  # pooled | per-overload
+    tasks: str = "cases"  # cases | overloads: what a pooled worker takes at a time
     timeout: float = 120.0
     keep_env: bool = False
     output: str | None = None  # the results file (journal is kept beside it)

@@ -229,18 +229,29 @@ def test_sigterm_ends_the_survey_like_ctrl_c_and_keeps_what_was_recorded(tmp_pat
 
 
 def test_pooled_workers_share_one_overloads_cases(tmp_path):
-    # sinh hangs on 1d-f32 until the timeout; with one task per case the second worker runs
-    # sinh's other profiles meanwhile, so no replacement worker is ever needed for them.
-    done = survey(tmp_path, "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "sinh", "--workers", "2",
+    # sinh hangs on 1d-f32 until the timeout. With one task per case (the default) the other
+    # worker runs abs and sinh's other profiles meanwhile: no replacement is ever started.
+    done = survey(tmp_path, "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "sinh,abs", "--workers", "2",
                   "--timeout", "20", "--no-store", "-q", "-o", "s.json", env=FAULT_ENV)
     assert done.returncode == 0, done.stderr
     doc = load(tmp_path / "s.json")
     cases = {case["profile"]: case["status"] for case in doc["overloads"]["sinh"]["cases"]}
     assert cases.pop("1d-f32") == model.TIMEOUT and len(cases) == 6
-    assert doc["provenance"]["runs"][0]["worker_starts"]["count"] == 2  # one task per overload would need a third
+    assert doc["provenance"]["runs"][0]["worker_starts"]["count"] == 2
+    assert doc["provenance"]["runs"][0]["tasks"] == "cases"
+    # --tasks overloads: one worker has all of sinh; after the hang a replacement runs the rest.
+    done = survey(tmp_path, "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "sinh,abs", "--workers", "2",
+                  "--tasks", "overloads", "--timeout", "20", "--no-store", "-q", "-o", "o.json", env=FAULT_ENV)
+    assert done.returncode == 0, done.stderr
+    whole = load(tmp_path / "o.json")
+    assert outcomes(whole) == outcomes(doc)
+    assert whole["provenance"]["runs"][0]["worker_starts"]["count"] == 3
+    assert whole["provenance"]["runs"][0]["tasks"] == "overloads"
+    bad = survey(tmp_path, "--stack", "demo", "--tasks", "some", "--no-store", "-o", "b.json")
+    assert bad.returncode == 2 and "--tasks must be one of cases, overloads" in bad.stderr
 
 
-def test_plan_tasks_one_case_each_pooled_one_overload_each_isolated(tmp_path):
+def test_plan_tasks_one_case_or_one_overload_each(tmp_path):
     from flagos_doctor.survey.command import plan_tasks
     from flagos_doctor.survey.journal import Journal
 
@@ -249,9 +260,9 @@ def test_plan_tasks_one_case_each_pooled_one_overload_each_isolated(tmp_path):
     journal.partial["b"] = [{"profile": "y", "status": "PASS", "route": "kernel", "detail": ""}]
     journal.profiles["c"] = ["x"]
     journal.partial["c"] = [{"profile": "x", "status": "PASS", "route": "kernel", "detail": ""}]
-    assert plan_tasks(["a", "b", "c"], journal, ["x", "y", "z"], "pooled") == [
+    assert plan_tasks(["a", "b", "c"], journal, ["x", "y", "z"], "cases") == [
         ("a", ["x"]), ("a", ["y"]), ("a", ["z"]), ("b", ["x"]), ("b", ["z"]), ("c", [])]
-    assert plan_tasks(["a", "b", "c"], journal, ["x", "y", "z"], "per-overload") == [
+    assert plan_tasks(["a", "b", "c"], journal, ["x", "y", "z"], "overloads") == [
         ("a", None), ("b", ["x", "z"]), ("c", [])]
 
 

@@ -10,7 +10,8 @@
 #   bash benchmarks/h200/run.sh scale            # --devices 0,1 vs one device (2 GPUs)
 #
 # Environment: WORKERS (pooled workers; per device for scale), DEVICES (speed: GPUs to use,
-# e.g. 0), SURVEY_SECONDS (survey: stop and keep the journal after this long).
+# e.g. 0), TASKS (cases | overloads: the pooled arm's --tasks), SURVEY_SECONDS (survey: stop
+# and keep the journal after this long).
 #
 # Wheels (not in the repository; see the README, "What ran on real hardware"): .whl/deps (sqlalchemy,
 # greenlet for cp312), .whl/fg5 (flag_gems 5.0.2), .whl/fg4 (flag_gems 4.2.0).
@@ -62,11 +63,11 @@ case "$step" in
   speed)
     export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO
     python3 benchmarks/survey_speed.py --stack flag_gems --count 26 --cache "$2" --workers "${WORKERS:-16}" \
-      ${DEVICES:+--devices "$DEVICES"} --timeout 300 --json "$OUT/survey-speed-$2.json"
+      ${DEVICES:+--devices "$DEVICES"} --tasks "${TASKS:-cases}" --timeout 300 --json "$OUT/survey-speed-$2.json"
     ;;
   scale)
     export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO
-    python3 benchmarks/survey_speed.py --stack flag_gems --count 26 --scale-devices 0,1 --workers "${WORKERS:-4}" \
+    python3 benchmarks/survey_speed.py --stack flag_gems --count 26 --scale-devices 0,1 --workers "${WORKERS:-4}" --tasks "${TASKS:-cases}" \
       --timeout 300 --json "$OUT/survey-speed-2gpu.json"
     ;;
   *) echo "unknown step $step" >&2; exit 2;;

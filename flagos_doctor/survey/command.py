@@ -28,6 +28,7 @@ from flagos_doctor.survey.journal import Journal
 from flagos_doctor.survey.verdicts import verdict as verdict_of
 
 ISOLATIONS = ("pooled", "per-overload")
+TASK_SIZES = ("cases", "overloads")
 
 
 def default_output(stack: str) -> str:
@@ -42,6 +43,8 @@ def _now() -> str:
 def _validate(options: SurveyOptions) -> None:
     if options.isolation not in ISOLATIONS:
         raise BadInput(f"--isolation must be one of {', '.join(ISOLATIONS)}, not {options.isolation!r}")
+    if options.tasks not in TASK_SIZES:
+        raise BadInput(f"--tasks must be one of {', '.join(TASK_SIZES)}, not {options.tasks!r}")
     if options.routes is not None and options.routes not in routes.ROUTE_SOURCES:
         raise BadInput(f"--routes must be one of {', '.join(routes.ROUTE_SOURCES)}, not {options.routes!r}")
     if options.routes and options.conf:
@@ -208,6 +211,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         runs = list(((journal.previous or {}).get("provenance") or {}).get("runs", []))
         this_run = {
             "started": started, "ended": None, "selected": len(selected), "isolation": options.isolation,
+            "tasks": options.tasks if options.isolation == "pooled" else "overloads",
             "workers": options.workers, "devices": list(options.devices), "rerun": options.rerun,
         }
         provenance = {
@@ -226,7 +230,8 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
             return results.build(provenance, journal.comparable, route_set.overloads, journal.finished, journal.partial, journal.profiles)
 
         tasks = plan_tasks([name for name in selected if name not in journal.finished], journal,
-                           [profile.name for profile in spec.profiles], options.isolation)
+                           [profile.name for profile in spec.profiles],
+                           "cases" if options.isolation == "pooled" and options.tasks == "cases" else "overloads")
         outstanding = Counter(name for name, _ in tasks)  # tasks left per overload
         journal.start(document())
         view = progress.LiveProgress(len(outstanding), quiet=options.quiet)
@@ -302,18 +307,20 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
     return EXIT_OK if done else EXIT_FINDING
 
 
-def plan_tasks(names: list[str], journal: Journal, profiles: list[str], isolation: str) -> list[tuple]:
+def plan_tasks(names: list[str], journal: Journal, profiles: list[str], size: str) -> list[tuple]:
     """The pool's tasks, in order: (overload, profiles to run or None for all).
 
-    Pooled, every case is a task of its own: one overload's cases run side by side in as
-    many workers, so a few slow cases (a kernel autotuning for a minute per dtype) no longer
-    queue behind each other in one worker. Per-overload isolation keeps one task, hence one
-    process, per overload. A partly done overload (resumed) runs only what it lacks.
+    ``size`` "cases" (pooled, the default): every case is a task of its own, so one
+    overload's cases run side by side in as many workers and a few slow cases (a kernel
+    autotuning for a minute per dtype) no longer queue behind each other in one worker; the
+    price is that workers may compile the same kernel at once. "overloads" (``--tasks
+    overloads``, and per-overload isolation, one process per task): one task per overload.
+    A partly done overload (resumed) runs only what it lacks.
     """
     tasks = []
     for name in names:
         remaining = journal.remaining_profiles(name)
-        if isolation != "pooled":
+        if size == "overloads":
             tasks.append((name, remaining))
             continue
         wanted = profiles if remaining is None else remaining
