@@ -134,6 +134,7 @@ class WorkerProcess:
         """
         in_flight = None
         self._offset = 0
+        self._case_clock = time.monotonic()
         try:
             self.child.send({"op": "overload", "name": name, "profiles": profiles})
             while True:
@@ -142,6 +143,7 @@ class WorkerProcess:
                 if kind == "start":
                     in_flight = record["profile"]
                     self._offset = int(record.get("offset") or 0)
+                    self._case_clock = time.monotonic()
                     report(Event("start", name, {"profile": in_flight}))
                 elif kind == "case":
                     in_flight = None
@@ -181,7 +183,8 @@ class WorkerProcess:
         if stacks.get_stack(self.config.stack).log_evidence:
             route, _ = stacks.route_of(name, *stacks.counts_from_log(text, self.config.backend))
         rest = stacks.strip_evidence(text).strip()
-        case = {"profile": profile, "status": status, "route": route, "detail": detail}
+        case = {"profile": profile, "status": status, "route": route, "detail": detail,
+                "seconds": round(time.monotonic() - self._case_clock, 4)}  # till the crash or the timeout
         if signal:
             case["signal"] = signal
         if rest:
