@@ -134,7 +134,7 @@ def survey(
     census_path: Optional[str] = typer.Option(None, "--census", metavar="PATH", help="Write the case census."),
     rerun: bool = typer.Option(False, help="Re-run the selected overloads in an existing results file."),
     store: Optional[str] = typer.Option(None, metavar="DIR", help="Results store (default: $FLAGOS_DOCTOR_STORE or ~/.local/share/flagos-doctor/results)."),
-    no_store: bool = typer.Option(False, help="Do not file this run in the results store."),
+    no_store: bool = typer.Option(False, help="Leave the results store alone: do not file this run, nor take timing hints from earlier runs."),
     compare: Optional[Tuple[str, str]] = typer.Option(None, metavar="A B", help="Compare two runs: results files or commit prefixes."),
     force: bool = typer.Option(False, help="Compare even when the runs are not comparable."),
     fail_on: str = typer.Option("regression", help="any | regression | never (with --compare)."),

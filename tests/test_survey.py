@@ -266,6 +266,43 @@ def test_plan_tasks_one_case_or_one_overload_each(tmp_path):
         ("a", None), ("b", ["x", "z"]), ("c", [])]
 
 
+def test_cases_slow_last_time_are_handed_out_first(fault_run, tmp_path):
+    # The full fault survey, filed in a store: sinh's hang on 1d-f32 took the 5 s timeout.
+    doc, _, _ = fault_run
+    assert doc["overloads"]["sinh"]["cases"][2]["seconds"] >= 5  # a TIMEOUT is timed too
+    from flagos_doctor.survey import results
+
+    filed = tmp_path / "store" / "survey" / "faultstack-x" / (results.fingerprint(doc["comparable"]) + ".json")
+    filed.parent.mkdir(parents=True)
+    filed.write_text(json.dumps(doc))
+    args = ("--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,sinh", "--timeout", "5", "-q")
+    done = survey(tmp_path, *args, "--store", str(tmp_path / "store"), "-o", "h.json", env=FAULT_ENV)
+    assert done.returncode == 0, done.stderr
+    run = load(tmp_path / "h.json")["provenance"]["runs"][0]
+    assert run["slow_first"]["hints"] == [str(filed)]
+    assert run["slow_first"]["first"][0] == "sinh/1d-f32"
+    # --no-store takes no hints; the outcomes are the same in either order.
+    done = survey(tmp_path, *args, "--store", str(tmp_path / "store"), "--no-store", "-o", "n.json", env=FAULT_ENV)
+    assert done.returncode == 0, done.stderr
+    plain = load(tmp_path / "n.json")
+    assert "slow_first" not in plain["provenance"]["runs"][0]
+    assert outcomes(plain) == outcomes(load(tmp_path / "h.json"))
+
+
+def test_slow_first_orders_only_the_slow_tasks():
+    from flagos_doctor.survey import history
+
+    hints = {("a", "x"): 0.2, ("b", "x"): 30.0, ("b", "y"): 0.1, ("c", "x"): 2.0, ("c", "y"): 1.5}
+    tasks = [("a", ["x"]), ("b", ["x"]), ("b", ["y"]), ("c", ["x"]), ("c", ["y"]), ("d", ["x"])]
+    assert history.slow_first(tasks, hints) == [
+        ("b", ["x"]), ("c", ["x"]), ("c", ["y"]), ("a", ["x"]), ("b", ["y"]), ("d", ["x"])]
+    whole = [("a", None), ("b", None), ("c", None), ("d", None)]
+    assert history.slow_first(whole, hints) == [("b", None), ("c", None), ("a", None), ("d", None)]
+    assert history.slow_first(tasks, {}) == tasks
+    partial = {"overloads": {"m": {"cases": [], "partial_cases": [{"profile": "x", "seconds": 99.0}]}}}
+    assert history.from_document(partial) == {("m", "x"): 99.0}
+
+
 def test_results_from_another_setup_are_refused(demo_run, tmp_path):
     src, _, _, _ = demo_run
     shutil.copy(src / "demo.json", tmp_path / "r.json")

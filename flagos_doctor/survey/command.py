@@ -23,7 +23,7 @@ from flagos_doctor import files
 from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, BadInput
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor.store import Store, safe_name
-from flagos_doctor.survey import model, pool as pool_module, progress, results, routes, stacks
+from flagos_doctor.survey import history, model, pool as pool_module, progress, results, routes, stacks
 from flagos_doctor.survey.journal import Journal
 from flagos_doctor.survey.verdicts import verdict as verdict_of
 
@@ -232,6 +232,14 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         tasks = plan_tasks([name for name in selected if name not in journal.finished], journal,
                            [profile.name for profile in spec.profiles],
                            "cases" if options.isolation == "pooled" and options.tasks == "cases" else "overloads")
+        hints, sources = _timing_hints(options, journal)
+        tasks = history.slow_first(tasks, hints)
+        slow = [task for task in tasks if history.task_seconds(task, hints) >= history.SLOW_CASE_SECONDS]
+        if slow:
+            this_run["slow_first"] = {
+                "hints": sources, "tasks": len(slow),
+                "first": [name + ("/" + ",".join(profiles) if profiles else "") for name, profiles in slow[:10]],
+            }
         outstanding = Counter(name for name, _ in tasks)  # tasks left per overload
         journal.start(document())
         view = progress.LiveProgress(len(outstanding), quiet=options.quiet)
@@ -305,6 +313,23 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         print(f"flagos-doctor: survey stopped: {fatal['message']}", file=sys.stderr)
         return EXIT_FINDING
     return EXIT_OK if done else EXIT_FINDING
+
+
+def _timing_hints(options: SurveyOptions, journal: Journal) -> tuple[dict, list[str]]:
+    """How long each case took in the last run of this setup (:mod:`.history`), and where from."""
+    hints: dict = {}
+    sources: list[str] = []
+    if not options.no_store:
+        found, path = history.from_store(Store(options.store), results.fingerprint(journal.comparable))
+        if path:
+            hints.update(found)
+            sources.append(path)
+    if journal.previous:  # this results file, resumed or rerun: the same setup by construction
+        own = history.from_document(journal.previous)
+        if own:
+            hints.update(own)
+            sources.append(journal.output)
+    return hints, sources
 
 
 def plan_tasks(names: list[str], journal: Journal, profiles: list[str], size: str) -> list[tuple]:
