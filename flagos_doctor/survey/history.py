@@ -40,8 +40,14 @@ def from_store(store: Store, fingerprint: str) -> tuple[dict[tuple[str, str], fl
     A store file that cannot be read gives no hints (they are an optimisation, never a
     reason to stop a survey).
     """
+    def modified(entry) -> float:
+        try:
+            return os.path.getmtime(entry.path)
+        except OSError:  # removed meanwhile
+            return float("-inf")
+
     entries = [e for e in store.entries("survey") if e.fingerprint == fingerprint]
-    for entry in sorted(entries, key=lambda e: os.path.getmtime(e.path), reverse=True):
+    for entry in sorted(entries, key=modified, reverse=True):
         try:
             with open(entry.path, encoding="utf-8") as handle:
                 return from_document(json.load(handle)), entry.path
