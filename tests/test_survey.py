@@ -294,11 +294,11 @@ def test_slow_first_orders_only_the_slow_tasks():
 
     hints = {("a", "x"): 0.2, ("b", "x"): 30.0, ("b", "y"): 0.1, ("c", "x"): 2.0, ("c", "y"): 1.5}
     tasks = [("a", ["x"]), ("b", ["x"]), ("b", ["y"]), ("c", ["x"]), ("c", ["y"]), ("d", ["x"])]
-    assert history.slow_first(tasks, hints) == [
-        ("b", ["x"]), ("c", ["x"]), ("c", ["y"]), ("a", ["x"]), ("b", ["y"]), ("d", ["x"])]
+    assert history.slow_first(tasks, hints) == ([
+        ("b", ["x"]), ("c", ["x"]), ("c", ["y"]), ("a", ["x"]), ("b", ["y"]), ("d", ["x"])], 3)
     whole = [("a", None), ("b", None), ("c", None), ("d", None)]
-    assert history.slow_first(whole, hints) == [("b", None), ("c", None), ("a", None), ("d", None)]
-    assert history.slow_first(tasks, {}) == tasks
+    assert history.slow_first(whole, hints) == ([("b", None), ("c", None), ("a", None), ("d", None)], 2)
+    assert history.slow_first(tasks, {}) == (tasks, 0)
     partial = {"overloads": {"m": {"cases": [], "partial_cases": [{"profile": "x", "seconds": 99.0}]}}}
     assert history.from_document(partial) == {("m", "x"): 99.0}
 

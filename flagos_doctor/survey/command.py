@@ -209,9 +209,10 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         if options.rerun:
             journal.drop(selected)
         runs = list(((journal.previous or {}).get("provenance") or {}).get("runs", []))
+        task_size = options.tasks if options.isolation == "pooled" else "overloads"  # per-overload: whole overloads
         this_run = {
             "started": started, "ended": None, "selected": len(selected), "isolation": options.isolation,
-            "tasks": options.tasks if options.isolation == "pooled" else "overloads",
+            "tasks": task_size,
             "workers": options.workers, "devices": list(options.devices), "rerun": options.rerun,
         }
         provenance = {
@@ -230,15 +231,13 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
             return results.build(provenance, journal.comparable, route_set.overloads, journal.finished, journal.partial, journal.profiles)
 
         tasks = plan_tasks([name for name in selected if name not in journal.finished], journal,
-                           [profile.name for profile in spec.profiles],
-                           "cases" if options.isolation == "pooled" and options.tasks == "cases" else "overloads")
+                           [profile.name for profile in spec.profiles], task_size)
         hints, sources = _timing_hints(options, journal)
-        tasks = history.slow_first(tasks, hints)
-        slow = [task for task in tasks if history.task_seconds(task, hints) >= history.SLOW_CASE_SECONDS]
+        tasks, slow = history.slow_first(tasks, hints)
         if slow:
             this_run["slow_first"] = {
-                "hints": sources, "tasks": len(slow),
-                "first": [name + ("/" + ",".join(profiles) if profiles else "") for name, profiles in slow[:10]],
+                "hints": sources, "tasks": slow,
+                "first": [name + ("/" + ",".join(profiles) if profiles else "") for name, profiles in tasks[:min(slow, 10)]],
             }
         outstanding = Counter(name for name, _ in tasks)  # tasks left per overload
         journal.start(document())

@@ -64,12 +64,10 @@ def task_seconds(task: tuple, hints: dict[tuple[str, str], float]) -> float:
     return sum(hints.get((name, profile), 0.0) for profile in profiles)
 
 
-def slow_first(tasks: list[tuple], hints: dict[tuple[str, str], float]) -> list[tuple]:
+def slow_first(tasks: list[tuple], hints: dict[tuple[str, str], float]) -> tuple[list[tuple], int]:
     """``tasks`` with those that took SLOW_CASE_SECONDS or more last time first, slowest
-    first; the others after them in their own order."""
-    if not hints:
-        return list(tasks)
-    slow = [task for task in tasks if task_seconds(task, hints) >= SLOW_CASE_SECONDS]
-    slow.sort(key=lambda task: task_seconds(task, hints), reverse=True)
-    chosen = {id(task) for task in slow}
-    return slow + [task for task in tasks if id(task) not in chosen]
+    first, the others after them in their own order; and how many went first."""
+    cost = [task_seconds(task, hints) if hints else 0.0 for task in tasks]
+    slow = sorted((i for i, c in enumerate(cost) if c >= SLOW_CASE_SECONDS), key=lambda i: cost[i], reverse=True)
+    chosen = set(slow)
+    return [tasks[i] for i in slow] + [t for i, t in enumerate(tasks) if i not in chosen], len(slow)
