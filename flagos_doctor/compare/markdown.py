@@ -6,14 +6,13 @@ Renders from the JSON document alone. Lists longer than :data:`INLINE_MAX` go in
 
 from __future__ import annotations
 
+from flagos_doctor.markdown import cell, details
+
 INLINE_MAX = 10
 
 
 def _cell(value) -> str:
-    if value is None:
-        return "—"
-    text = str(value)
-    return text.replace("|", "\\|").replace("\n", " ")
+    return cell(value, none="—")
 
 
 def _case(view) -> str:
@@ -25,7 +24,7 @@ def _case(view) -> str:
 def _details(summary: str, lines: list[str]) -> list[str]:
     if len(lines) <= INLINE_MAX + 2:  # the table head is 2 lines
         return lines + [""]
-    return ["<details>", f"<summary>{summary}</summary>", "", *lines, "", "</details>", ""]
+    return details(summary, lines)
 
 
 def render(comparison: dict, heading_level: int = 2) -> str:
@@ -65,7 +64,7 @@ def render(comparison: dict, heading_level: int = 2) -> str:
         f"| {name} | {_cell(va)} | {_cell(vb)} |" for name, va, vb in context if va is not None or vb is not None
     ]
     if len(ctx_rows) > 2:
-        out += ["<details>", "<summary>Runs</summary>", "", *ctx_rows, "", "</details>", ""]
+        out += details("Runs", ctx_rows)
     transitions = comparison.get("transitions") or []
     out += [f"{h}# Verdict transitions ({len(transitions)})", ""]
     if transitions:

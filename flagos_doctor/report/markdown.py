@@ -8,16 +8,11 @@ survey and comparison) sit in ``<details>`` blocks.
 from __future__ import annotations
 
 from flagos_doctor.compare import markdown as compare_markdown
+from flagos_doctor.markdown import cell, details
 
 
 def _cell(value) -> str:
-    if value is None:
-        return "—"
-    return str(value).replace("|", "\\|").replace("\n", "<br>")
-
-
-def _details(summary: str, body: list[str]) -> list[str]:
-    return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
+    return cell(value, none="—", newline="<br>")
 
 
 def _environment(bundle: dict) -> list[str]:
@@ -61,10 +56,10 @@ def _environment(bundle: dict) -> list[str]:
             tools.append(f"| {tool['name']} | `{_cell(tool['command'])}`: {_cell(' / '.join(head[:3]))} |")
     for kit in env.get("toolkits") or []:
         tools.append(f"| {kit['name']} toolkit | {_cell(kit.get('version') if kit.get('found') else kit.get('why'))} |")
-    out = _details("Environment details", rows) + _details("Python packages", packages) + _details("Vendor tools", tools)
+    out = details("Environment details", rows) + details("Python packages", packages) + details("Vendor tools", tools)
     end = env.get("child_end") or {}
     if end.get("stderr_tail"):
-        out += _details(f"Environment child {end.get('describe')}: stderr tail", ["```", end["stderr_tail"], "```"])
+        out += details(f"Environment child {end.get('describe')}: stderr tail", ["```", end["stderr_tail"], "```"])
     return out
 
 
@@ -83,7 +78,7 @@ def _probe(probe: dict) -> list[str]:
     ]
     child = probe.get("child") if isinstance(probe.get("child"), dict) else {}
     if probe.get("outcome") != "ok" and child.get("stderr_tail"):
-        out += _details(f"Probe child {child.get('ended') or ''}: stderr tail", ["```", child["stderr_tail"], "```"])
+        out += details(f"Probe child {child.get('ended') or ''}: stderr tail", ["```", child["stderr_tail"], "```"])
     if findings:
         out += ["| severity | kind | probe | message |", "|---|---|---|---|"]
         for finding in findings:
@@ -105,7 +100,7 @@ def _probe(probe: dict) -> list[str]:
             rows.append(
                 f"| `{_cell(entry.get('name'))}` | {_cell(entry.get('original'))} | {_cell(names) if names else '—'} | {_cell(final.get('repr') if isinstance(final, dict) else final)} |"
             )
-        out += _details(f"Watched probes ({len(probes)})", rows)
+        out += details(f"Watched probes ({len(probes)})", rows)
     return out
 
 
@@ -127,10 +122,10 @@ def _survey(survey: dict) -> list[str]:
     context = survey.get("context") or {}
     rows = ["| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in context.items() if v is not None]
     if len(rows) > 2:
-        out += _details("Survey provenance", rows)
+        out += details("Survey provenance", rows)
     failing = survey.get("not_strict") or {}
     if failing:
-        out += _details(f"Overloads not STRICT ({len(failing)})", [f"- `{name}`: {verdict}" for name, verdict in failing.items()])
+        out += details(f"Overloads not STRICT ({len(failing)})", [f"- `{name}`: {verdict}" for name, verdict in failing.items()])
     return out
 
 
@@ -164,6 +159,6 @@ def render(bundle: dict) -> str:
         out += _compare(bundle["compare"])
     problems = bundle.get("problems") or []
     if problems:
-        out += _details(f"Pieces that could not be collected ({len(problems)})", [f"- {_cell(p)}" for p in problems])
+        out += details(f"Pieces that could not be collected ({len(problems)})", [f"- {_cell(p)}" for p in problems])
     out.append(f"<sub>flagos-doctor {bundle.get('flagos_doctor')} report, {bundle.get('generated')}</sub>")
     return "\n".join(out).rstrip() + "\n"

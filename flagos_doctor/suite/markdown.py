@@ -6,13 +6,10 @@ Renders from the JSON document only. Lists longer than :data:`OPEN_ROWS` go in a
 
 from __future__ import annotations
 
+from flagos_doctor.markdown import cell, details
 from flagos_doctor.suite.model import TOTAL_KEYS
 
 OPEN_ROWS = 10
-
-
-def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def _code(text: str) -> str:
@@ -21,14 +18,14 @@ def _code(text: str) -> str:
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
     return lines
 
 
 def _maybe_folded(summary: str, lines: list[str], rows: int) -> list[str]:
     if rows <= OPEN_ROWS:
         return lines
-    return ["<details>", f"<summary>{summary}</summary>", "", *lines, "", "</details>"]
+    return details(summary, lines, blank_after=False)
 
 
 def _totals_brief(totals: dict) -> str:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
+from flagos_doctor.markdown import cell
 from flagos_doctor.probe.formats.common import event_line, headline, interesting_probes, state_text, value_text
-
-
-def _cell(text) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def format(document: dict) -> str:
@@ -26,7 +23,7 @@ def format(document: dict) -> str:
     out += ["", "### Steps", "", "| step | result | seconds |", "|---|---|---|"]
     for outcome in document.get("outcomes", []):
         result = outcome.get("value") if outcome["ok"] else "FAILED: " + outcome.get("error", "").strip().splitlines()[0][:200]
-        out.append(f"| `{_cell(outcome['step'])}` | {_cell(result)} | {outcome['seconds']:.1f} |")
+        out.append(f"| `{cell(outcome['step'])}` | {cell(result)} | {outcome['seconds']:.1f} |")
     events = {e["seq"]: e for e in document.get("events", [])}
     out += ["", "<details><summary>Probes and their writers</summary>", ""]
     for probe in interesting_probes(document):
@@ -35,17 +32,17 @@ def format(document: dict) -> str:
         out.append(f"- `{probe['name']}` ({state}{call})")
         for seq in sorted(probe.get("write_events", []) + probe.get("reads", [])):
             if seq in events:
-                out.append(f"  - {_cell(event_line(events[seq]))} — phase `{events[seq]['phase']}`")
+                out.append(f"  - {cell(event_line(events[seq]))} — phase `{events[seq]['phase']}`")
         if probe.get("final") is not None and probe.get("kind") != "env":
-            out.append(f"  - final: `{_cell(value_text(probe['final']))}`")
+            out.append(f"  - final: `{cell(value_text(probe['final']))}`")
     out += ["", "</details>", ""]
     out += [f"<details><summary>All events ({len(events)})</summary>", "",
             "| # | kind | probe | where | phase | value |", "|---|---|---|---|---|---|"]
     for event in document.get("events", []):
         where = event["where"]
         at = f"{where['file']}:{where['function']} line {where['line']}" if where.get("function") else "unknown"
-        out.append(f"| {event['seq']} | {event['kind']} | `{_cell(event['probe'])}` | {_cell(at)} | "
-                   f"{_cell(event['phase'])} | {_cell(value_text(event.get('value')) if event.get('value') else '')} |")
+        out.append(f"| {event['seq']} | {event['kind']} | `{cell(event['probe'])}` | {cell(at)} | "
+                   f"{cell(event['phase'])} | {cell(value_text(event.get('value')) if event.get('value') else '')} |")
     out += ["", "</details>", ""]
     child = document.get("child") or {}
     if child.get("stderr_tail") and document["outcome"] != "ok":
