@@ -67,6 +67,8 @@ def test_demo_survey_results_file_contract(demo_run):
         for case in entry["cases"]:
             assert {"profile", "status", "route", "detail"} <= set(case)
             assert case["seconds"] >= case.get("device_seconds", 0) >= 0
+            if case["status"] == model.PASS:  # it ran on the device, so that call was timed
+                assert case["device_seconds"] > 0
             assert case["status"] in model.CASE_STATUSES
     prov = doc["provenance"]
     assert prov["runs"][-1]["worker_starts"]["count"] >= 1 and prov["runs"][-1]["worker_starts"]["max_s"] > 0
