@@ -67,8 +67,10 @@ def test_demo_survey_results_file_contract(demo_run):
         for case in entry["cases"]:
             assert {"profile", "status", "route", "detail"} <= set(case)
             assert case["seconds"] >= case.get("device_seconds", 0) >= 0
-            if case["status"] == model.PASS:  # it ran on the device, so that call was timed
-                assert case["device_seconds"] > 0
+            if case["status"] == model.PASS:
+                # It ran on the device, so that call was timed; a fast kernel can round to 0.0
+                # at the recorded resolution, so only the presence and the sign are certain.
+                assert "device_seconds" in case and case["device_seconds"] >= 0
             assert case["status"] in model.CASE_STATUSES
     prov = doc["provenance"]
     assert prov["runs"][-1]["worker_starts"]["count"] >= 1 and prov["runs"][-1]["worker_starts"]["max_s"] > 0
@@ -405,8 +407,17 @@ def test_the_survey_parent_never_imports_torch():
 SETUP_LOGGING_STACK = '''
 import json, os, time
 def setup():
+    # A stack import takes seconds. Rather than sleep for a guessed time (too short on a busy
+    # machine), the first setup waits until a second one has begun, or 90 s: workers started
+    # alongside each other end at once; workers started one after another show the wait.
     start = time.time()
-    time.sleep(1.5)  # a stack import takes seconds: long enough for starts to overlap or not
+    marker = os.environ["SETUP_LOG"] + ".started." + str(os.getpid())
+    open(marker, "w").close()
+    folder = os.path.dirname(marker) or "."
+    while time.time() - start < 90:
+        if len([n for n in os.listdir(folder) if ".started." in n]) >= 2:
+            break
+        time.sleep(0.05)
     with open(os.environ["SETUP_LOG"], "a") as log:
         log.write(json.dumps({"pid": os.getpid(), "start": start, "end": time.time()}) + "\\n")
     return "cpu"
