@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from flagos_doctor.compare import markdown as compare_markdown
 from flagos_doctor.markdown import cell, details
+from flagos_doctor.survey import bindings
 
 
 def _cell(value) -> str:
@@ -123,6 +124,9 @@ def _survey(survey: dict) -> list[str]:
     rows = ["| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in context.items() if v is not None]
     if len(rows) > 2:
         out += details("Survey provenance", rows)
+    line = bindings.summary_line(summary, survey.get("flag_gems"))
+    if line:
+        out += details(line, [f"- `{name}` calls `{function}`" for name, function in summary["missing_functions"].items()])
     failing = survey.get("not_strict") or {}
     if failing:
         out += details(f"Overloads not STRICT ({len(failing)})", [f"- `{name}`: {verdict}" for name, verdict in failing.items()])

@@ -6,7 +6,7 @@ progress bar from counts the command hands it, the table from the results docume
 
 from __future__ import annotations
 
-from flagos_doctor.survey import model
+from flagos_doctor.survey import bindings, model
 
 _STYLE = {
     model.STRICT: "green", model.BASIC_ONLY: "yellow", model.FAILED: "red", model.UNTESTED: "dim",
@@ -104,6 +104,7 @@ def render_summary(document: dict, output: str | None, console=None) -> None:
             f"[yellow]{summary['fallback_passes']} PASS case(s) ran through the CPU fallback, not a kernel:[/] "
             f"{names}{f' (+{more})' if more > 0 else ''}"
         )
+    _render_missing(document, console)
     bad = [
         (name, case) for name, entry in document["overloads"].items() for case in entry["cases"]
         if case["status"] in (model.CRASH, model.TIMEOUT) or case.get("poison")
@@ -115,6 +116,24 @@ def render_summary(document: dict, output: str | None, console=None) -> None:
         console.print(f"[red]... and {len(bad) - 10} more crash/timeout/poison cases")
     _render_times(document, console)
     console.print(f"census sha256 {document['census_sha256'][:16]}  results: {output}")
+
+
+def _render_missing(document: dict, console) -> None:
+    """The overloads whose binding calls a FlagGems function the installed flag_gems lacks
+    (their cases), and what the static check of the build found (its provenance)."""
+    provenance = document.get("provenance") or {}
+    line = bindings.summary_line(document["summary"], provenance.get("flag_gems"))
+    if line:
+        missing = document["summary"]["missing_functions"]
+        shown = ", ".join(f"{name} -> {function}" for name, function in list(missing.items())[:8])
+        more = len(missing) - 8
+        console.print(f"[magenta]{line}:[/] {shown}{f' (+{more})' if more > 0 else ''}")
+    static = provenance.get("flag_gems_bindings") or {}
+    if static.get("calls"):
+        console.print(
+            f"static check of {static['library']}: it calls {static['calls']} FlagGems functions, "
+            f"{len(static.get('missing') or {})} not in flag_gems {provenance.get('flag_gems')}"
+            + (f" ({len(static['overloads'])} bound overloads)" if "overloads" in static else ""))
 
 
 def _render_times(document: dict, console) -> None:
