@@ -111,6 +111,7 @@ def probe(
         "  flagos-doctor survey --stack flag_gems --routes flag_gems --workers 4\n\n"
         "  flagos-doctor survey --device cpu --conf backends_flaggems.conf   # self-check of the harness\n\n"
         "  flagos-doctor survey --compare before.json after.json\n\n"
+        "  flagos-doctor survey --compare torch_fl.json flag_gems.json --attribute\n\n"
         "  flagos-doctor survey --compare 1adbc97 5e0f2aa --repo ~/Torch-FL --build-cmd 'python setup.py build_ext --inplace'"
     )
 )
@@ -141,6 +142,7 @@ def survey(
     markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Markdown (with --compare)."),
     repo: Optional[str] = typer.Option(None, metavar="PATH", help="Git checkout to build missing arms from (with --compare)."),
     build_cmd: Optional[str] = typer.Option(None, metavar="CMD", help="Build command run in each arm's worktree."),
+    attribute: bool = typer.Option(False, help="With --compare A B: whose is each failure of A (torch_fl) against B, the same cases through flag_gems alone."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary."),
 ):
     """Run every overload the conf routes to FlagGems on the device and on CPU, and judge it."""
@@ -158,6 +160,7 @@ def survey(
             opts.CompareOptions(
                 a=compare[0], b=compare[1], store=store, force=force, fail_on=fail_on, json_path=json_path,
                 markdown_path=markdown_path, repo=repo, build_cmd=build_cmd, survey=survey_options, quiet=quiet,
+                attribute=attribute,
             ),
         )
     _dispatch("flagos_doctor.survey.command", survey_options)

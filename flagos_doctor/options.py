@@ -62,6 +62,7 @@ class CompareOptions:
     build_cmd: str | None = None
     survey: SurveyOptions | None = None  # how to survey an arm built from --repo
     quiet: bool = False
+    attribute: bool = False  # classify A's failures against B (flag_gems alone): compare/attribute.py
 
 
 @dataclass
