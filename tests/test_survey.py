@@ -180,7 +180,7 @@ def test_pending_then_resume_to_complete(tmp_path):
     assert first.returncode == 0, first.stderr
     doc = load(tmp_path / "f.json")
     assert not doc["complete"]
-    assert doc["summary"]["verdicts"][model.PENDING] == 9
+    assert doc["summary"]["verdicts"][model.PENDING] == 11  # the 13 routes of fault.conf but abs, no_such_op
     assert doc["overloads"]["abs"]["verdict"] == model.STRICT and doc["overloads"]["floor"]["verdict"] == model.PENDING
     second = survey(tmp_path, "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,floor",
                     "--no-store", "-q", "-o", "f.json", env=FAULT_ENV)
