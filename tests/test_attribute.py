@@ -14,7 +14,7 @@ from flagos_doctor.survey import model
 
 FIXTURES = os.path.join(REPO_ROOT, "tests", "fixtures")
 FAULT_CONF = os.path.join(FIXTURES, "fault.conf")
-OPS = "abs,floor,ceil,log1p,expm1"
+OPS = "abs,floor,ceil,log1p,expm1,trunc"
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +42,14 @@ def test_each_failure_gets_its_owner(surveys):
     assert {d["field"] for d in doc["context"]} == {"stack"}
     classes = {name: set(entry["classes"]) for name, entry in doc["overloads"].items()}
     assert classes == {"floor": {attribution.FLAG_GEMS}, "ceil": {attribution.INTEGRATION},
-                       "log1p": {attribution.MISSING}}
+                       "log1p": {attribution.MISSING}, "trunc": {attribution.UNATTRIBUTED}}
+    # trunc crashes under A on a 1-d input; alone no kernel of the stack runs it (CPU fallback)
+    (crash,) = doc["overloads"]["trunc"]["cases"]
+    assert crash["a"]["status"] == model.CRASH and crash["b"]["route"] == model.ROUTE_FALLBACK
     assert doc["integration"] == ["ceil"]
     for case in doc["overloads"]["ceil"]["cases"]:
         assert case["a"]["status"] == model.WRONG and case["b"]["status"] == model.PASS
+        assert case["b"]["route"] == model.ROUTE_KERNEL
     for case in doc["overloads"]["floor"]["cases"]:
         assert case["a"]["status"] == model.ERROR and "kernelstack: floor kernel is broken" in case["b"]["detail"]
     assert doc["counts"][attribution.INTEGRATION] == len(doc["overloads"]["ceil"]["cases"]) > 0
@@ -80,6 +84,19 @@ def test_a_failing_native_baseline_comes_first():
     case_a = {"profile": "p", "status": model.WRONG, "baseline": {"status": model.WRONG, "detail": "native too"}}
     assert attribution.classify(case_a, {"profile": "p", "status": model.PASS}) == attribution.NATIVE
     case_a["baseline"] = {"status": model.PASS, "detail": ""}
-    assert attribution.classify(case_a, {"profile": "p", "status": model.PASS}) == attribution.INTEGRATION
+    assert attribution.classify(case_a, {"profile": "p", "status": model.PASS, "route": model.ROUTE_KERNEL}) == attribution.INTEGRATION
     assert attribution.classify(case_a, None) == attribution.UNATTRIBUTED
     assert attribution.classify(case_a, {"profile": "p", "status": model.INVALID_CASE}) == attribution.UNATTRIBUTED
+
+
+def test_what_ran_alone_decides():
+    """A case alone that no kernel ran is not evidence about the kernel A calls."""
+    failing = {"profile": "p", "status": model.ERROR}
+    fallback_pass = {"profile": "p", "status": model.PASS, "route": model.ROUTE_FALLBACK}
+    assert attribution.classify(failing, fallback_pass) == attribution.UNATTRIBUTED
+    unknown_pass = {"profile": "p", "status": model.PASS, "route": model.ROUTE_UNKNOWN}
+    assert attribution.classify(failing, unknown_pass) == attribution.UNATTRIBUTED
+    wrong_without_kernel = {"profile": "p", "status": model.WRONG, "route": model.ROUTE_UNKNOWN}
+    assert attribution.classify(failing, wrong_without_kernel) == attribution.NATIVE
+    crashed = {"profile": "p", "status": model.CRASH, "route": model.ROUTE_UNKNOWN}  # died: no evidence either way
+    assert attribution.classify(failing, crashed) == attribution.FLAG_GEMS

@@ -11,7 +11,7 @@ flag_gems``) over the same overloads, and returns a document of schema
     context       [{field, a, b}]: fields that differ by design (stack, device, route set)
     counts        {class: failing cases of A in it}
     overloads     {name: {classes: {class: n}, cases: [{profile, class, a: {status, route,
-                  detail}, b: {status, detail} | null, baseline: {...} | null}]}}
+                  detail}, b: {status, route, detail} | null, baseline: {...} | null}]}}
     integration   [names]: overloads with a case that fails only under A (torch_fl's bugs)
     arms          {a: {label, stack, ...}, b: {...}}
 
@@ -20,13 +20,17 @@ the first rule that holds:
 
 * ``missing_function``: A's binding calls a FlagGems function the installed flag_gems lacks
   (version drift between torch_fl's bindings and flag_gems; B calls what flag_gems has);
-* ``native``: the native path fails it too (a per-case ``baseline`` {status, detail}, in A's
-  case or B's, whose status is not PASS): neither stack's kernel is to blame alone;
-* ``flag_gems``: B fails the same case too: FlagGems' own bug;
-* ``integration``: B passes the same case: it fails only under A (a torch_fl integration
-  bug: device checks, dtype handling, boxing, argument forwarding);
-* ``unattributed``: B has no counted outcome for the case (not surveyed there, PENDING,
-  INVALID_CASE, UNVERIFIABLE, NO_SCHEMA).
+* ``native``: the native path fails it too: a per-case ``baseline`` {status, detail} (in A's
+  case or B's) whose status is not PASS, or B fails it with evidence that no kernel of B's ran
+  (flag_gems alone does not register every overload torch_fl routes to a FlagGems function;
+  such a case runs torch's own kernel there);
+* ``flag_gems``: B fails the same case too, through its kernel (or dying, which leaves no
+  evidence): FlagGems' own bug;
+* ``integration``: B passes the same case through its kernel: it fails only under A (a
+  torch_fl integration bug: device checks, dtype handling, boxing, argument forwarding);
+* ``unattributed``: nothing to hold it against: B has no counted outcome for the case (not
+  surveyed there, PENDING, INVALID_CASE, UNVERIFIABLE, NO_SCHEMA), or B passed it without its
+  kernel running (the FlagGems function A calls was never run alone).
 
 Only what changes the cases makes two surveys incomparable (harness version, profiles,
 tolerances): the stack, the device type and the route set differ by design and are shown.
@@ -50,9 +54,9 @@ CLASSES = (INTEGRATION, FLAG_GEMS, NATIVE, MISSING, UNATTRIBUTED)
 MEANING = {
     INTEGRATION: "fails only under A: the integration's bug",
     FLAG_GEMS: "fails with flag_gems alone too: FlagGems' bug",
-    NATIVE: "fails on the native path too",
+    NATIVE: "fails on the native path too (or alone without a kernel)",
     MISSING: "A's binding calls a function flag_gems lacks",
-    UNATTRIBUTED: "no counted outcome alone to hold it against",
+    UNATTRIBUTED: "alone: no counted outcome, or no kernel ran",
 }
 
 #: A case of A that failed on the device.
@@ -91,19 +95,27 @@ def classify(case_a: dict, case_b: dict | None) -> str:
         return NATIVE
     status_b = (case_b or {}).get("status")
     if status_b in FAILING:
-        return FLAG_GEMS
-    if status_b == model.PASS:
+        return FLAG_GEMS if _kernel_may_have_run(case_b) else NATIVE
+    if status_b == model.PASS and case_b.get("route") == model.ROUTE_KERNEL:
         return INTEGRATION
     return UNATTRIBUTED
 
 
-def _view(case: dict | None, route: bool = True) -> dict | None:
+def _kernel_may_have_run(case: dict) -> bool:
+    """False only on evidence that no kernel of the stack ran for ``case``: a CPU fallback,
+    or no kernel seen in a case that ran to its end (a crash or timeout leaves no evidence)."""
+    route = case.get("route")
+    if route == model.ROUTE_KERNEL:
+        return True
+    if route == model.ROUTE_UNKNOWN and case.get("status") in (model.CRASH, model.TIMEOUT):
+        return True
+    return False
+
+
+def _view(case: dict | None) -> dict | None:
     if case is None:
         return None
-    view = {"status": case.get("status"), "detail": (case.get("detail") or "")[:_DETAIL]}
-    if route:
-        view["route"] = case.get("route")
-    return view
+    return {"status": case.get("status"), "route": case.get("route"), "detail": (case.get("detail") or "")[:_DETAIL]}
 
 
 def attribute(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B") -> dict:
@@ -121,7 +133,7 @@ def attribute(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B") -> di
             kind = classify(case, other)
             counts[kind] += 1
             rows.append({
-                "profile": case.get("profile"), "class": kind, "a": _view(case), "b": _view(other, route=False),
+                "profile": case.get("profile"), "class": kind, "a": _view(case), "b": _view(other),
                 "baseline": _baseline_failed(case, other),
             })
         if rows:

@@ -50,7 +50,8 @@ def render_terminal(doc: dict, console) -> None:
         console.print(rows)
     for name, case in _evidence(doc):
         console.print(f"[red]integration[/] {name} [{case['profile']}]: A {case['a']['status']} "
-                      f"(route {case['a'].get('route')}) {case['a']['detail']}; alone {case['b']['status']}")
+                      f"(route {case['a'].get('route')}) {case['a']['detail']}; alone {case['b']['status']} "
+                      f"(route {case['b'].get('route')})")
     integration = doc["integration"]
     console.print(f"{len(integration)} overload(s) fail only under {doc['arms']['a']['label']}"
                   + (": " + ", ".join(integration) if integration else ""))
@@ -70,7 +71,7 @@ def render_markdown(doc: dict, heading_level: int = 2) -> str:
         out += details(f"Overloads with a failing case ({len(doc['overloads'])})", rows)
     evidence = [
         f"| `{cell(name)}` | {cell(case['profile'])} | {cell(case['a']['status'])}: {cell(case['a']['detail'])} "
-        f"| {cell(case['a'].get('route'))} | {cell(case['b']['status'])} |"
+        f"| {cell(case['a'].get('route'))} | {cell(case['b']['status'])} ({cell(case['b'].get('route'))}) |"
         for name, case in _evidence(doc)
     ]
     if evidence:
