@@ -159,3 +159,15 @@ def test_fault_stack_survey_under_flag_gems_4_2_0(tmp_path):
         assert ran and all(c["status"] == model.MISSING_FUNCTION and c["detail"].startswith("flag_gems 4.2.0 has no ")
                            for c in ran)
     assert "2 overloads call functions flag_gems 4.2.0 lacks" in " ".join(done.stdout.split())
+
+
+def test_the_survey_runs_the_check_in_a_child_of_its_own(build, tmp_path):
+    """What ``survey`` records as ``provenance.flag_gems_bindings`` when torch_fl is there."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(build), REPO_ROOT]), "GEMS_VENDOR": "nvidia",
+           "FLAGGEMS_DB_URL": f"sqlite:///{tmp_path}/flaggems.db"}
+    found = bindings.check_in_child(sys.executable, env)
+    assert found["calls"] == 402 and len(found["missing"]) == 96
+    env["PYTHONPATH"] = REPO_ROOT
+    assert bindings.check_in_child(sys.executable, env) is None
+    broken = bindings.check_in_child(str(tmp_path / "no-python"), env)
+    assert broken["error"].startswith("FileNotFoundError")

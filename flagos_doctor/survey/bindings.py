@@ -29,8 +29,10 @@ The parsing is standard library only, so the parent can read it too.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import re
+import subprocess
 
 #: The generated file of bindings, the dispatcher table (op name -> function type) and the
 #: registration of each binding to its function type, relative to a torch_fl source tree.
@@ -152,6 +154,31 @@ def summary_line(summary: dict, flag_gems_version: str | None) -> str | None:
     count = len(missing)
     noun = "overload calls a function" if count == 1 else "overloads call functions"
     return f"{count} {noun} flag_gems {flag_gems_version or '(version unknown)'} lacks"
+
+
+#: Seconds for the static check's child (importing flag_gems on a GPU machine takes seconds).
+CHECK_TIMEOUT = 600.0
+
+
+def check_in_child(python: str, env: dict, timeout: float = CHECK_TIMEOUT) -> dict | None:
+    """:func:`static_check` in a fresh child of ``python`` with ``env`` (parent side).
+
+    Never in a survey worker: importing flag_gems there, before torch_fl's first device call
+    imports it, would change the order of imports the survey is meant to observe. Returns
+    the check, None when there is no torch_fl, or ``{"error": ...}`` when the child failed.
+    """
+    code = ("import json\nfrom flagos_doctor.survey.bindings import static_check\n"
+            "print(json.dumps(static_check()))")
+    try:
+        done = subprocess.run([python, "-c", code], env=env, capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+        return {"error": tail[0][:300]}
+    return json.loads(lines[-1])
 
 
 def static_check() -> dict | None:

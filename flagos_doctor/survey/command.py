@@ -23,7 +23,7 @@ from flagos_doctor import files
 from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, BadInput
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor.store import Store, safe_name
-from flagos_doctor.survey import history, model, pool as pool_module, progress, results, routes, stacks
+from flagos_doctor.survey import bindings, history, model, pool as pool_module, progress, results, routes, stacks
 from flagos_doctor.survey.journal import Journal
 from flagos_doctor.survey.verdicts import verdict as verdict_of
 
@@ -201,6 +201,8 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         if first is None:
             first = _start_first(workers, options.stack)
         found = first.ready["provenance"]
+        if found.get("torch_fl"):  # its bindings vs the installed flag_gems, before any case runs
+            found["flag_gems_bindings"] = bindings.check_in_child(config.python, config.env(0))
         journal.extend({
             "device_type": (found.get("device") or {}).get("type"),
             "torch": found.get("torch"),

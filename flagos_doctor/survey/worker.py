@@ -27,7 +27,7 @@ import time
 import traceback
 
 from flagos_doctor.channel import ChildChannel
-from flagos_doctor.survey import bindings, model, stacks
+from flagos_doctor.survey import model, stacks
 
 #: Messages that say the device context is dead (as upstream harness v4, plus HIP's words):
 #: every later result in this process is suspect, so the worker is replaced.
@@ -262,8 +262,6 @@ def provenance(stack, device: str) -> dict:
         "triton": stacks.dist_version("triton"),
         "flag_gems": stacks.dist_version("flag_gems"),
         "torch_fl": torch_fl,
-        # torch_fl's bindings vs the installed flag_gems, before any case runs (bindings.py)
-        "flag_gems_bindings": bindings.static_check() if torch_fl else None,
         "device": device_info(device),
         "visible_devices": {k: v for k, v in os.environ.items() if k.endswith("VISIBLE_DEVICES")},
     }
