@@ -20,7 +20,7 @@
 #
 # Wheels (not in the repository; see the README, "What ran on real hardware"): .whl/deps (sqlalchemy,
 # greenlet for cp312), .whl/fg5 (flag_gems 5.0.2), .whl/fg4 (flag_gems 4.2.0); for the torchfl
-# steps also .whl/torch_fl/ with ../shared/torch-fl/torch_fl-1adbc97-py312-torch2.11.0cu130-h200.tar.gz
+# steps also .whl/tfl/ with ../shared/torch-fl/torch_fl-1adbc97-py312-torch2.11.0cu130-h200.tar.gz
 # and ../shared/torch-fl/Torch-FL-history.bundle.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -34,7 +34,7 @@ install() {  # into separate targets: two flag_gems versions must never meet
   [ -d /tmp/fg4 ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/fg4 .whl/fg4/*.whl
 }
 torch_fl_ready() {  # the ready 1adbc97 build, unpacked once (a plain folder put on PYTHONPATH)
-  [ -d /tmp/tfl/h200_bundle/torch_fl ] || { mkdir -p /tmp/tfl && tar xzf .whl/torch_fl/torch_fl-1adbc97-*.tar.gz -C /tmp/tfl; }
+  [ -d /tmp/tfl/h200_bundle/torch_fl ] || { mkdir -p /tmp/tfl && tar xzf .whl/tfl/torch_fl-1adbc97-*.tar.gz -C /tmp/tfl; }
   echo /tmp/tfl/h200_bundle
 }
 # Resumable survey: a fresh machine starts from the committed file (and journal) when there is one.
@@ -131,7 +131,7 @@ case "$step" in
     # short by the 9-minute limit finds the finished arm in $WORK/store and carries on.
     export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO
     export TRITON_CACHE_DIR=$WORK/triton-cache-torch_fl
-    [ -d $WORK/Torch-FL ] || git clone -q .whl/torch_fl/Torch-FL-history.bundle $WORK/Torch-FL
+    [ -d $WORK/Torch-FL ] || git clone -q .whl/tfl/Torch-FL-history.bundle $WORK/Torch-FL
     git -C $WORK/Torch-FL show ceb4821:torch_fl/configs/backends_flaggems.conf > $WORK/backends_flaggems-ceb4821.conf
     OPS=sum.out,sum.IntList_out,cumsum.out,mm.out,softshrink.out,where.self_out,addmm.dtype_out
     OPS=$OPS,abs,add.Tensor,mul_.Tensor,mm,bmm,_softmax,sum,sum.dim_IntList,cumsum,where.self,exp
