@@ -171,3 +171,19 @@ def test_the_survey_runs_the_check_in_a_child_of_its_own(build, tmp_path):
     assert bindings.check_in_child(sys.executable, env) is None
     broken = bindings.check_in_child(str(tmp_path / "no-python"), env)
     assert broken["error"].startswith("FileNotFoundError")
+
+
+def test_the_summary_shows_the_static_check(build, tmp_path):
+    """A results document carrying the real check of the 1adbc97 build, rendered as the survey ends."""
+    from rich.console import Console
+
+    from flagos_doctor.survey import progress, results
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(build), REPO_ROOT]), "GEMS_VENDOR": "nvidia",
+           "FLAGGEMS_DB_URL": f"sqlite:///{tmp_path}/flaggems.db"}
+    check = bindings.check_in_child(sys.executable, env)
+    doc = results.build({"stack": "torch_fl", "flag_gems": "5.0.2", "flag_gems_bindings": check}, {}, [], {})
+    console = Console(record=True, width=400)
+    progress.render_summary(doc, "r.json", console)
+    text = console.export_text()
+    assert f"static check of {check['library']}: it calls 402 FlagGems functions, 96 not in flag_gems 5.0.2" in text
