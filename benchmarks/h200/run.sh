@@ -132,6 +132,9 @@ case "$step" in
     export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO
     export TRITON_CACHE_DIR=$WORK/triton-cache-torch_fl
     [ -d $WORK/Torch-FL ] || git clone -q .whl/tfl/Torch-FL-history.bundle $WORK/Torch-FL
+    # A fresh machine carries on from the store a previous call left in $OUT/store (carried
+    # back as .whl/store): an arm surveyed there is not built again.
+    [ -d $WORK/store ] || { [ -d .whl/store ] && cp -r .whl/store $WORK/store; }
     git -C $WORK/Torch-FL show ceb4821:torch_fl/configs/backends_flaggems.conf > $WORK/backends_flaggems-ceb4821.conf
     OPS=sum.out,sum.IntList_out,cumsum.out,mm.out,softshrink.out,where.self_out,addmm.dtype_out
     OPS=$OPS,abs,add.Tensor,mul_.Tensor,mm,bmm,_softmax,sum,sum.dim_IntList,cumsum,where.self,exp
