@@ -177,6 +177,7 @@ def test_choose_workers_from_cores_memory_and_device():
     small = sizing.choose(None, sizing.Machine(cores=16, memory_bytes=7 * gib), "flag_gems")
     assert small.workers == 2 and "memory decides" in small.why  # 3 GiB a flag_gems worker
     assert sizing.choose(None, sizing.Machine(cores=4, memory_bytes=None), "demo").workers == 4
+    assert sizing.choose(None, h200_host, "flag_gems", per_overload=True).workers == 1  # upstream's model
     capped = sizing.choose(20, sizing.Machine(cores=2, memory_bytes=None), "demo")
     assert capped.workers == 8 and capped.notices and "capped to 8" in capped.notices[0]
     assert sizing.choose(80, sizing.Machine(cores=2, memory_bytes=None), "demo").workers == 8

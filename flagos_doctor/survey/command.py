@@ -158,7 +158,8 @@ def _run(options: SurveyOptions) -> int:
         devices=list(options.devices), startup_timeout=max(600.0, options.timeout),
         shared_autotune=options.shared_autotune,
     )
-    choice = sizing.choose(options.workers, sizing.Machine.here(), options.stack)
+    choice = sizing.choose(options.workers, sizing.Machine.here(), options.stack,
+                           per_overload=options.isolation == "per-overload")
     workers = pool_module.Pool(config, choice.workers, per_overload=options.isolation == "per-overload")
     try:
         return _survey(options, spec, spec_dict, config, workers, choice)

@@ -60,9 +60,11 @@ class Choice:
     limits: dict = field(default_factory=dict)  # name -> workers that limit allows
     why: str = ""
     notices: list[str] = field(default_factory=list)
+    devices_visible: int | None = None  # what the first worker's device API counts
 
     def provenance(self) -> dict:
-        return {"workers": self.workers, "requested": self.requested, "limits": dict(self.limits), "why": self.why}
+        return {"workers": self.workers, "requested": self.requested, "limits": dict(self.limits), "why": self.why,
+                "devices_visible": self.devices_visible}
 
 
 def usable_cores() -> int:
@@ -116,8 +118,11 @@ def _memory_limit(machine: Machine, stack: str) -> int | None:
     return max(1, machine.memory_bytes // WORKER_HOST_BYTES.get(stack, DEFAULT_WORKER_HOST_BYTES))
 
 
-def choose(requested: int | None, machine: Machine, stack: str) -> Choice:
+def choose(requested: int | None, machine: Machine, stack: str, per_overload: bool = False) -> Choice:
     """The worker count for a survey of ``stack`` on ``machine``.
+
+    ``per_overload`` (``--isolation per-overload``, upstream's cost model: one process per
+    overload, one after the other) defaults to one worker.
 
     Raises BadInput for ``requested`` below 1 or more than ABSURD_FACTOR times what the
     machine holds.
@@ -132,6 +137,8 @@ def choose(requested: int | None, machine: Machine, stack: str) -> Choice:
     limits = {"cores": machine.cores}
     if memory is not None:
         limits["host_memory"] = memory
+    if requested is None and per_overload:
+        return Choice(1, None, limits, "1: --isolation per-overload runs one process at a time, as upstream's harness")
     if requested is None:
         workers = min(machine.cores, memory or machine.cores)
         why = (f"{workers}, one per core ({machine.cores} usable); {memory_words}"
@@ -161,6 +168,8 @@ def device_limit(device: dict, devices: int) -> int | None:
 def after_first_worker(choice: Choice, device: dict, devices: int) -> int | None:
     """Lower ``choice`` to what the device holds, once the first worker has said; the new
     count, or None when it stands. Adds the limit, and a notice when it lowers."""
+    if isinstance(device, dict) and device.get("count") is not None:
+        choice.devices_visible = device["count"]  # the workers use --devices, or the first
     limit = device_limit(device, devices)
     if limit is None:
         return None
