@@ -16,7 +16,9 @@ its calls (each call pays its worker starts again; the calls are listed). State 
 every call the documents ``survey-full-cold.json`` and ``survey-full-warm.json`` are
 written to ``--out`` from what the state holds: top-level ``seconds``, ``overloads``,
 ``cases``, ``workers``, ``census_sha256``, where the time went (worker starts, case and
-device seconds, Triton kernels compiled and autotuning results cached, the slowest cases),
+device seconds, Triton's compile and autotune counts and seconds as the workers' listeners
+saw them, kernels compiled and autotuning results added to the cache folder, the slowest
+cases),
 and the reference: its seconds on the sample, extrapolated to the whole route set (and said
 to be), with whether its census equals the full run's on the sample.
 """
@@ -159,6 +161,11 @@ def where_the_time_went(document: dict, record: dict) -> dict:
     runs = document["provenance"].get("runs") or []
     starts = [run.get("worker_starts") or {} for run in runs]
     added = record.get("cache_added") or []
+    triton = {}  # the workers' own figures (survey/triton_timing.py), summed over cases
+    for entry in document["overloads"].values():
+        for case in entry.get("cases") or []:
+            for key, value in (case.get("triton") or {}).items():
+                triton[key] = triton.get(key, 0) + value
     return {
         "worker_starts": {"count": sum(s.get("count", 0) for s in starts),
                           "median_s_per_call": [s.get("median_s") for s in starts],
@@ -166,6 +173,7 @@ def where_the_time_went(document: dict, record: dict) -> dict:
         "case_seconds_sum": round(sum(c[0] for c in cases), 2),
         "device_seconds_sum": round(sum(c[1] or 0.0 for c in cases), 2),
         "triton_cache": {k: sum(a.get(k, 0) for a in added) for k in ("kernels_compiled", "autotune_results")},
+        "triton_in_cases": {k: round(v, 2) if isinstance(v, float) else v for k, v in sorted(triton.items())},
         "schedule": [run.get("schedule") for run in runs],
         "slowest_cases": [{"overload": n, "profile": p, "seconds": round(s, 2), "device_seconds": d}
                           for s, d, n, p in sorted(cases, key=lambda c: c[0], reverse=True)[:10]],
