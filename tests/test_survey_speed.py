@@ -191,3 +191,17 @@ def test_choose_workers_from_cores_memory_and_device():
     assert sizing.after_first_worker(roomy, {"memory_free": 140 * gib}, 1) is None and roomy.workers == 16
     assert sizing.after_first_worker(roomy, {"type": "flagos"}, 1) is None  # the stack cannot tell
     assert sizing.device_limit({"memory_free": 5 * gib}, 2) == 4
+
+
+def test_the_first_workers_device_memory_lowers_the_worker_count(tmp_path):
+    # smalldevicestack's device has 3 GiB free: one worker at 2 GiB, whatever was asked for.
+    done = run_cli("survey", "--stack", "smalldevicestack", "--conf", FAULT_CONF, "--ops", "abs,erf,floor",
+                   "--workers", "2", "--no-store", "-o", "s.json", "--census", "s.census", env={"PYTHONPATH": FIXTURES}, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    with open(tmp_path / "s.json", encoding="utf-8") as handle:
+        doc = json.load(handle)
+    assert doc["provenance"]["device"]["memory_free"] == 3 << 30
+    run = doc["provenance"]["runs"][-1]
+    assert run["workers"] == 1 and run["workers_choice"]["limits"]["device_memory"] == 1
+    assert "lowered to 1: 3.0 GiB free on the device" in done.stderr
+    assert doc["complete"] is False and all(doc["overloads"][name]["cases"] for name in ("abs", "erf", "floor"))
