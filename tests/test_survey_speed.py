@@ -112,6 +112,12 @@ def test_schedule_holds_an_overloads_other_cases_until_its_first_ended():
     assert schedule.figures() == {"hold_followers": True, "followers_early": 1}
     unheld = Schedule(tasks, hold_followers=False)
     assert [unheld.take() for _ in tasks] == tasks
+    # Slow last time (history.slow_first put them first): a's second case does work of its
+    # own, so it runs beside a's first; b's second, not slow, waits for b's first.
+    slow = Schedule()
+    slow.put_all([("a", ["y"]), ("a", ["x"]), ("b", ["x"]), ("b", ["y"])], unheld=2)
+    assert [slow.take(), slow.take(), slow.take()] == [("a", ["y"]), ("a", ["x"]), ("b", ["x"])]
+    assert slow.figures()["followers_early"] == 0
 
 
 def test_census_of_the_default_schedule_equals_the_per_overload_reference(tmp_path):

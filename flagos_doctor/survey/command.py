@@ -263,7 +263,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         interrupted = False
         try:
             if tasks:
-                slots = workers.run(tasks, first)
+                slots = workers.run(tasks, first, unheld=slow)
             else:
                 first.close()
                 workers.stop()  # prestarted workers have nothing to do

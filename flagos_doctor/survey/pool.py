@@ -303,13 +303,14 @@ class Pool:
         self._tasks_ready.wait()
         self._slot(slot, worker)
 
-    def run(self, tasks: list[tuple[str, list[str] | None]], first: WorkerProcess | None = None) -> int:
+    def run(self, tasks: list[tuple[str, list[str] | None]], first: WorkerProcess | None = None, unheld: int = 0) -> int:
         """Start the slots on ``tasks`` ((overload, profiles or None)), in order; events follow on ``events``.
 
-        ``first``, a worker already started (for its provenance), serves slot 0. Returns the
+        ``first``, a worker already started (for its provenance), serves slot 0; the first
+        ``unheld`` tasks (slow last time) never wait for their overload's first. Returns the
         number of slots, each of which ends with an Event("slot_end").
         """
-        self._tasks.put_all(tasks)
+        self._tasks.put_all(tasks, unheld)
         count = min(self.workers, max(1, len(tasks)))
         for slot in range(count):
             if slot in self._prestarted:

@@ -11,6 +11,11 @@ the earliest waiting follower anyway (compiling twice costs less than a worker d
 nothing), and the survey counts how often that happened. The order within each kind is the
 order given, which :func:`flagos_doctor.survey.history.slow_first` has made longest first.
 
+A case that was slow last time (:mod:`.history`: the first ``unheld`` tasks of the order)
+is never held: it was slow after its overload's kernels were compiled, so it does work of
+its own (FlagGems autotunes ``mm`` anew for each dtype), and holding it would only add its
+lead's time to the overload's.
+
 The order changes when a case runs, never what it does: the census is the same in any
 order. Standard library only (the parent uses it).
 """
@@ -37,14 +42,17 @@ class Schedule:
         self.followers_early = 0  # followers taken before their lead ended (no other work)
         self.put_all(list(tasks))
 
-    def put_all(self, tasks: list[tuple]) -> None:
-        """Add ``tasks`` after those already given; an overload's first task is its lead."""
+    def put_all(self, tasks: list[tuple], unheld: int = 0) -> None:
+        """Add ``tasks`` after those already given; an overload's first task is its lead.
+
+        The first ``unheld`` of them (slow last time) are never held back.
+        """
         with self._lock:
-            for task in tasks:
+            for index, task in enumerate(tasks):
                 name = task[0]
                 entry = (self._count, task)
                 self._count += 1
-                if self.hold_followers and name in self._seen:
+                if self.hold_followers and name in self._seen and index >= unheld:
                     self._held.setdefault(name, []).append(entry)
                 else:
                     self._seen.add(name)
