@@ -225,7 +225,8 @@ def test_sigkill_mid_run_then_resume_gives_an_identical_census(demo_run, tmp_pat
 def test_sigterm_ends_the_survey_like_ctrl_c_and_keeps_what_was_recorded(tmp_path):
     # sinh hangs on its third profile (1d-f32): SIGTERM arrives while that case runs.
     cmd = [sys.executable, "-m", "flagos_doctor", "survey", "--stack", "faultstack", "--conf", FAULT_CONF,
-           "--ops", "abs,sinh", "--timeout", "120", "--no-store", "-q", "-o", "t.json"]
+           "--ops", "abs,sinh", "--workers", "1",  # one worker: sinh's cases in order, the third in flight
+           "--timeout", "120", "--no-store", "-q", "-o", "t.json"]
     env = dict(os.environ, **FAULT_ENV)
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     journal = tmp_path / "t.json.journal"

@@ -13,8 +13,13 @@
 #   bash benchmarks/h200/run.sh torchfl-attribute # whose is each torch_fl failure (no GPU needed)
 #   bash benchmarks/h200/run.sh torchfl-commits   # build 5c9d6f4 and ceb4821, survey, compare
 #                                                 # (docs/h200/torch-fl-compare-plan.md)
+#   bash benchmarks/h200/run.sh full cold        # the whole route set, empty caches (resumable:
+#   bash benchmarks/h200/run.sh full warm        #   call a phase again until it says complete)
+#   bash benchmarks/h200/run.sh full reference   # one process per overload, 26 of them, cold
+#   bash benchmarks/h200/run.sh full reference-warm   # the same on the warm caches
 #
-# Environment: WORKERS (pooled workers; per device for scale), DEVICES (speed: GPUs to use,
+# Environment: WORKERS (pooled workers; per device for scale; full: default the survey's own
+# pick), DEVICES (speed, full: GPUs to use,
 # e.g. 0), TASKS (cases | overloads: the pooled arm's --tasks), SURVEY_SECONDS (survey: stop
 # and keep the journal after this long).
 #
@@ -145,6 +150,13 @@ case "$step" in
       --json "$OUT/compare-5c9d6f4-ceb4821.json" --markdown "$OUT/compare-5c9d6f4-ceb4821.md"
     echo "compare exit: $?"
     cp -r $WORK/store "$OUT/store" 2>/dev/null
+  full)  # state in $WORK/full survives between calls while the machine stays warm
+    export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO
+    python3 benchmarks/survey_full.py "$2" --stack flag_gems --state "$WORK/full" --out "$OUT" \
+      ${WORKERS:+--workers "$WORKERS"} ${DEVICES:+--devices "$DEVICES"} --timeout 300 --deadline "${SURVEY_SECONDS:-480}"
+    echo "full $2 exit: $?"
+    cp "$WORK/full/state.json" "$OUT/survey-full-state.json" 2>/dev/null
+    cp "$WORK/full/cold.census" "$OUT/survey-full-cold.census" 2>/dev/null
     ;;
   *) echo "unknown step $step" >&2; exit 2;;
 esac
