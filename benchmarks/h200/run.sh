@@ -150,6 +150,7 @@ case "$step" in
       --json "$OUT/compare-5c9d6f4-ceb4821.json" --markdown "$OUT/compare-5c9d6f4-ceb4821.md"
     echo "compare exit: $?"
     cp -r $WORK/store "$OUT/store" 2>/dev/null
+    ;;
   full)  # state in $WORK/full survives between calls while the machine stays warm
     export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO
     python3 benchmarks/survey_full.py "$2" --stack flag_gems --state "$WORK/full" --out "$OUT" \
