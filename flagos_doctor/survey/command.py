@@ -23,12 +23,13 @@ from flagos_doctor import files
 from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, BadInput
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor.store import Store, safe_name
-from flagos_doctor.survey import history, model, pool as pool_module, progress, results, routes, stacks
+from flagos_doctor.survey import confirm, history, model, pool as pool_module, progress, results, routes, stacks
 from flagos_doctor.survey.journal import Journal
 from flagos_doctor.survey.verdicts import verdict as verdict_of
 
 ISOLATIONS = ("pooled", "per-overload")
 TASK_SIZES = ("cases", "overloads")
+BASELINES = ("native", "none")
 
 
 def default_output(stack: str) -> str:
@@ -53,6 +54,10 @@ def _validate(options: SurveyOptions) -> None:
         raise BadInput("--workers must be at least 1")
     if options.timeout <= 0:
         raise BadInput("--timeout must be positive")
+    if options.baseline not in BASELINES:
+        raise BadInput(f"--baseline must be one of {', '.join(BASELINES)}, not {options.baseline!r}")
+    if options.repeats < 0:
+        raise BadInput("--repeats must be 0 or more")
 
 
 def _load_spec(path: str | None):
@@ -208,12 +213,14 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         })
         if options.rerun:
             journal.drop(selected)
+        measured = _measured(journal.previous)
         runs = list(((journal.previous or {}).get("provenance") or {}).get("runs", []))
         task_size = options.tasks if options.isolation == "pooled" else "overloads"  # per-overload: whole overloads
         this_run = {
             "started": started, "ended": None, "selected": len(selected), "isolation": options.isolation,
             "tasks": task_size,
             "workers": options.workers, "devices": list(options.devices), "rerun": options.rerun,
+            "repeats": options.repeats, "baseline": options.baseline,
         }
         provenance = {
             **found,
@@ -228,7 +235,8 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         }
 
         def document() -> dict:
-            return results.build(provenance, journal.comparable, route_set.overloads, journal.finished, journal.partial, journal.profiles)
+            return results.build(provenance, journal.comparable, route_set.overloads, journal.finished, journal.partial,
+                                 journal.profiles, measured)
 
         tasks = plan_tasks([name for name in selected if name not in journal.finished], journal,
                            [profile.name for profile in spec.profiles], task_size)
@@ -266,6 +274,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
                     outstanding[event.overload] -= 1
                     if outstanding[event.overload] == 0:  # its last task: the overload is finished
                         journal.record_end(event.overload)
+                        measured[event.overload] = started
                         files.write_json(journal.output, document())
                         view.end(event.overload, verdict_of(journal.finished[event.overload]))
                 elif event.kind == "replaced":
@@ -283,6 +292,8 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
     finally:
         workers.close()
 
+    if not interrupted and not fatal:
+        interrupted = _confirm(options, config, journal, route_set, first.ready, this_run, provenance, measured, started)
     ended = _now()
     this_run["ended"] = ended
     this_run["seconds"] = round(time.monotonic() - clock, 3)
@@ -301,6 +312,9 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         stream_is_json = options.json_path == "-"
         from rich.console import Console
 
+        if not tasks and not this_run.get("confirm", {}).get("ran"):
+            Console(stderr=True, soft_wrap=True).print(
+                f"complete: {len(selected)} overloads from {journal.output}, nothing run; --rerun to run them again")
         progress.render_summary(doc, journal.output, Console(stderr=True) if stream_is_json else Console())
         if provenance.get("store_path"):
             Console(stderr=stream_is_json).print(f"filed in the store: {provenance['store_path']}")
@@ -312,6 +326,37 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         print(f"flagos-doctor: survey stopped: {fatal['message']}", file=sys.stderr)
         return EXIT_FINDING
     return EXIT_OK if done else EXIT_FINDING
+
+
+def _measured(previous: dict | None) -> dict[str, str]:
+    """When each finished overload of an earlier run was measured (the start of its run)."""
+    overloads = (previous or {}).get("overloads") or {}
+    return {name: entry["measured"] for name, entry in overloads.items() if entry.get("measured")}
+
+
+def _confirm(options: SurveyOptions, config: pool_module.WorkerConfig, journal: Journal, route_set,
+             ready: dict, this_run: dict, provenance: dict, measured: dict, started: str) -> bool:
+    """Repeat the failures and run them on the native path (:mod:`.confirm`); True if interrupted."""
+    label = ready.get("baseline") if options.baseline == "native" else None
+    provenance["baseline"] = label
+    if not confirm.to_repeat(journal.finished) and not (label and confirm.to_baseline(journal.finished)):
+        return False
+
+    def note(text: str) -> None:
+        if not options.quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    touched = {name for name, _ in confirm.to_repeat(journal.finished) + confirm.to_baseline(journal.finished)}
+    try:
+        done = confirm.confirm(config, options.workers, journal.finished, repeats=options.repeats,
+                               baseline_label=label, overloads=route_set.overloads,
+                               native_route=options.native_route, note=note)
+    except KeyboardInterrupt:
+        return True
+    this_run["confirm"] = {"ran": True, **done}
+    for name in touched:  # their verdicts were judged again in this run
+        measured[name] = started
+    return False
 
 
 def _timing_hints(options: SurveyOptions, journal: Journal) -> tuple[dict, list[str]]:

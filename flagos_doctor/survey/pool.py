@@ -54,11 +54,16 @@ class WorkerConfig:
     devices: list[str] = field(default_factory=list)
     startup_timeout: float = 600.0
     scratch: str = ""  # folder for the capture files
+    baseline: bool = False  # workers set up the stack's native path (survey/confirm.py)
+    baseline_overloads: list[str] = field(default_factory=list)
+    native_route: str | None = None
 
     def env(self, slot: int) -> dict:
         env = dict(os.environ)
         stack = stacks.get_stack(self.stack)
         stack.prepare_env(env, self.conf, self.keep_env)
+        if self.baseline:
+            stack.prepare_baseline_env(env, self.baseline_overloads, self.native_route)
         if self.devices:
             env[stack.visible_devices_var] = self.devices[slot % len(self.devices)]
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
@@ -99,6 +104,7 @@ class WorkerProcess:
                     "backend": config.backend,
                     "capture": None if list_only else self.capture,
                     "list_only": list_only,
+                    "baseline": config.baseline,
                 }
             )
             record = self.child.recv(config.startup_timeout)

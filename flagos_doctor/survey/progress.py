@@ -104,6 +104,7 @@ def render_summary(document: dict, output: str | None, console=None) -> None:
             f"[yellow]{summary['fallback_passes']} PASS case(s) ran through the CPU fallback, not a kernel:[/] "
             f"{names}{f' (+{more})' if more > 0 else ''}"
         )
+    _render_confirmed(document, console)
     bad = [
         (name, case) for name, entry in document["overloads"].items() for case in entry["cases"]
         if case["status"] in (model.CRASH, model.TIMEOUT) or case.get("poison")
@@ -115,6 +116,35 @@ def render_summary(document: dict, output: str | None, console=None) -> None:
         console.print(f"[red]... and {len(bad) - 10} more crash/timeout/poison cases")
     _render_times(document, console)
     console.print(f"census sha256 {document['census_sha256'][:16]}  results: {output}")
+
+
+def _render_confirmed(document: dict, console) -> None:
+    """Failures the native path shares, FLAKY cases, and when the verdicts were measured."""
+    from flagos_doctor.survey.verdicts import is_native_also
+
+    summary = document["summary"]
+    label = (document.get("provenance") or {}).get("baseline") or "the native path"
+    cases = [(name, case) for name, entry in document["overloads"].items() for case in entry["cases"]]
+    shared = [(name, case) for name, case in cases if is_native_also(case)]
+    if shared:
+        console.print(f"[cyan]{len(shared)} failing case(s) fail the same way on {label}: not counted[/] "
+                      f"({len(summary.get('native_also_overloads', []))} overloads)")
+        for name, case in shared[:10]:
+            console.print(f"  {name} [{case['profile']}]: {case['status']}, and {label} is {case['status']} too")
+        if len(shared) > 10:
+            console.print(f"  ... and {len(shared) - 10} more")
+    flaky = [(name, case) for name, case in cases if case["status"] == model.FLAKY]
+    for name, case in flaky[:10]:
+        console.print(f"[yellow]FLAKY[/] {name} [{case['profile']}]: " + ", ".join(case.get("repeats", [])))
+    if len(flaky) > 10:
+        console.print(f"[yellow]... and {len(flaky) - 10} more FLAKY cases")
+    measured: dict = {}
+    for entry in document["overloads"].values():
+        if entry.get("measured"):
+            measured[entry["measured"]] = measured.get(entry["measured"], 0) + 1
+    if measured:
+        console.print("verdicts measured by the run started " + "; ".join(
+            f"{when}: {count}" for when, count in sorted(measured.items())))
 
 
 def _render_times(document: dict, console) -> None:
