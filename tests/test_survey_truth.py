@@ -178,3 +178,13 @@ def test_the_demo_reads_flagos_op_overrides_as_torch_fl_does():
     env.pop("FLAGOS_BACKEND_CONFIG", None)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.stdout.strip() == "['neg']", done.stderr
+
+
+def test_the_report_names_the_failures_the_native_path_shares(truth_runs):
+    from flagos_doctor.report.bundle import survey_piece
+    from flagos_doctor.report.markdown import render
+
+    tmp = truth_runs[0]
+    text = render({"survey": survey_piece(str(tmp / "first.json"))})
+    assert "- failures the native path shares (not counted): 2 in `ceil`" in text
+    assert "FLAKY 1" in text  # the statuses line

@@ -116,6 +116,11 @@ def _survey(survey: dict) -> list[str]:
         f"- registered {summary.get('registered')}, tested {summary.get('tested')}, basic {summary.get('basic')}, strict {summary.get('strict')}",
         f"- verdicts: {verdicts or '—'}",
         f"- cases: {statuses or '—'}",
+    ]
+    if summary.get("native_also"):
+        out.append(f"- failures the native path shares (not counted): {summary['native_also']} in "
+                   + ", ".join(f"`{name}`" for name in summary.get("native_also_overloads", [])))
+    out += [
         f"- census sha256: `{survey.get('census_sha256')}`",
         "",
     ]

@@ -293,7 +293,8 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         workers.close()
 
     if not interrupted and not fatal:
-        interrupted = _confirm(options, config, journal, route_set, first.ready, this_run, provenance, measured, started)
+        interrupted = _confirm(options, config, journal, route_set, first.ready, this_run, provenance, measured, started,
+                               save=lambda: files.write_json(journal.output, document()))
     ended = _now()
     this_run["ended"] = ended
     this_run["seconds"] = round(time.monotonic() - clock, 3)
@@ -335,27 +336,30 @@ def _measured(previous: dict | None) -> dict[str, str]:
 
 
 def _confirm(options: SurveyOptions, config: pool_module.WorkerConfig, journal: Journal, route_set,
-             ready: dict, this_run: dict, provenance: dict, measured: dict, started: str) -> bool:
-    """Repeat the failures and run them on the native path (:mod:`.confirm`); True if interrupted."""
+             ready: dict, this_run: dict, provenance: dict, measured: dict, started: str, save) -> bool:
+    """Repeat the failures and run them on the native path (:mod:`.confirm`); True if interrupted.
+
+    ``save()`` writes the results file: after each pass, so a stopped survey resumes there.
+    """
     label = ready.get("baseline") if options.baseline == "native" else None
     provenance["baseline"] = label
-    if not confirm.to_repeat(journal.finished) and not (label and confirm.to_baseline(journal.finished)):
+    pending = confirm.to_repeat(journal.finished, options.repeats) + (confirm.to_baseline(journal.finished) if label else [])
+    if not pending:
         return False
 
     def note(text: str) -> None:
         if not options.quiet:
             print(text, file=sys.stderr, flush=True)
 
-    touched = {name for name, _ in confirm.to_repeat(journal.finished) + confirm.to_baseline(journal.finished)}
+    for name, _ in pending:  # their verdicts are judged again in this run
+        measured[name] = started
+    this_run["confirm"] = {"ran": True}
     try:
-        done = confirm.confirm(config, options.workers, journal.finished, repeats=options.repeats,
-                               baseline_label=label, overloads=route_set.overloads,
-                               native_route=options.native_route, note=note)
+        this_run["confirm"].update(confirm.confirm(
+            config, options.workers, journal.finished, repeats=options.repeats, baseline_label=label,
+            overloads=route_set.overloads, native_route=options.native_route, note=note, save=save))
     except KeyboardInterrupt:
         return True
-    this_run["confirm"] = {"ran": True, **done}
-    for name in touched:  # their verdicts were judged again in this run
-        measured[name] = started
     return False
 
 

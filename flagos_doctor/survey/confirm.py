@@ -15,9 +15,10 @@ A failure a survey reports must belong to the stack. Two things make one that do
   "detail"}``. A failure the baseline shares does not count against the verdict
   (:func:`.verdicts.is_native_also`).
 
-Cases that already carry ``"repeats"`` (or ``"baseline"``) were confirmed by an earlier run
-of the same results file and are left alone, so a resumed survey confirms only what is new.
-Confirmation is not journalled: a survey killed while confirming confirms again on resume.
+Cases whose ``"repeats"`` are complete (or that have a ``"baseline"``) were confirmed by an
+earlier run of the same results file and are left alone. The caller saves the results file
+after each pass (``save``), so a survey stopped while confirming (a time limit, Ctrl-C)
+carries on from the last pass when run again; a pass cut short is run again whole.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ from flagos_doctor.survey.pool import Pool, WorkerConfig
 _KEPT = ("detail", "signal", "poison")
 
 
-def to_repeat(finished: dict[str, list[dict]]) -> list[tuple[str, dict]]:
-    """The (overload, case) pairs whose failure has not been run again yet."""
+def to_repeat(finished: dict[str, list[dict]], times: int) -> list[tuple[str, dict]]:
+    """The (overload, case) pairs of failures (FLAKY ones included) not yet run ``times`` more times."""
+    wanted = model.FAILURES + (model.FLAKY,)
     return [(name, case) for name, cases in sorted(finished.items()) for case in cases
-            if case["status"] in model.FAILURES and case["profile"] != "-" and "repeats" not in case]
+            if case["status"] in wanted and case["profile"] != "-"
+            and len(case.get("repeats") or [case["status"]]) < times + 1]
 
 
 def to_baseline(finished: dict[str, list[dict]]) -> list[tuple[str, dict]]:
@@ -72,38 +75,47 @@ def run_cases(config: WorkerConfig, workers: int, pairs: list[tuple[str, dict]],
     return found, failure
 
 
-def repeat(config: WorkerConfig, workers: int, finished: dict[str, list[dict]], times: int, note=None) -> dict:
-    """Run every unconfirmed failure ``times`` more times; mark the FLAKY ones. Returns figures."""
-    pairs = to_repeat(finished)
-    figures = {"repeated": len(pairs), "times": times, "flaky": 0}
-    if not pairs or times < 1:
-        return figures
-    seen = {(name, case["profile"]): [case["status"]] for name, case in pairs}
-    details: dict = {key: [] for key in seen}
-    for number in range(times):
+def repeat(config: WorkerConfig, workers: int, finished: dict[str, list[dict]], times: int, note=None,
+           save=None) -> dict:
+    """Run every failure until it has run ``times`` more times; mark the FLAKY ones.
+
+    Each pass appends one status to each case's ``"repeats"`` (the first is the survey's
+    own) and its detail to ``"repeat_details"``; a case whose statuses differ becomes FLAKY.
+    ``save()`` is called after each pass. Returns figures.
+    """
+    figures = {"repeated": len(to_repeat(finished, times)), "times": times, "flaky": 0}
+    while times > 0:
+        pairs = to_repeat(finished, times)
+        if not pairs:
+            break
         if note:
-            note(f"running {len(pairs)} failing case(s) again ({number + 1} of {times}), in fresh workers")
+            done = min(len(case.get("repeats") or [case["status"]]) for _, case in pairs)
+            note(f"running {len(pairs)} failing case(s) again ({done} of {times}), in fresh workers")
         found, failure = run_cases(config, workers, pairs, note)
         if failure:
             figures["failure"] = failure
-        for key in seen:
-            record = found.get(key)
-            if record is not None:
-                seen[key].append(record["status"])
-                details[key].append({k: record[k] for k in _KEPT if k in record})
-    for name, case in pairs:
-        key = (name, case["profile"])
-        statuses = seen[key]
-        case["repeats"] = statuses
-        if len(set(statuses)) > 1:
-            case["status"] = model.FLAKY
-            case["repeat_details"] = details[key]
-            figures["flaky"] += 1
+            break
+        progressed = False
+        for name, case in pairs:
+            record = found.get((name, case["profile"]))
+            if record is None:
+                continue
+            progressed = True
+            statuses = case.setdefault("repeats", [case["status"]])
+            statuses.append(record["status"])
+            case.setdefault("repeat_details", []).append({k: record[k] for k in _KEPT if k in record})
+            if len(set(statuses)) > 1 and case["status"] != model.FLAKY:
+                case["status"] = model.FLAKY
+                figures["flaky"] += 1
+        if save:
+            save()
+        if not progressed:  # nothing came back (stopped): do not spin
+            break
     return figures
 
 
 def baseline(config: WorkerConfig, workers: int, finished: dict[str, list[dict]], overloads: list[str],
-             native_route: str | None, note=None) -> dict:
+             native_route: str | None, note=None, save=None) -> dict:
     """Run every failing or flaky case once on the native path; returns figures."""
     pairs = to_baseline(finished)
     figures = {"cases": len(pairs), "native_also": 0}
@@ -121,20 +133,23 @@ def baseline(config: WorkerConfig, workers: int, finished: dict[str, list[dict]]
             continue
         case["baseline"] = {"status": record["status"], "detail": record.get("detail", "")}
         figures["native_also"] += case["status"] == record["status"]
+    if save:
+        save()
     return figures
 
 
 def confirm(config: WorkerConfig, workers: int, finished: dict[str, list[dict]], *, repeats: int,
-            baseline_label: str | None, overloads: list[str], native_route: str | None, note=None) -> dict:
+            baseline_label: str | None, overloads: list[str], native_route: str | None, note=None,
+            save=None) -> dict:
     """Repeat the failures, then run them on the native path when the stack has one.
 
     Edits the case records of ``finished`` in place; returns what was done, for the run's
     provenance.
     """
     clock = time.monotonic()
-    done: dict = {"repeats": repeat(config, workers, finished, repeats, note)}
+    done: dict = {"repeats": repeat(config, workers, finished, repeats, note, save)}
     if baseline_label:
         done["baseline"] = {"label": baseline_label,
-                            **baseline(config, workers, finished, overloads, native_route, note)}
+                            **baseline(config, workers, finished, overloads, native_route, note, save)}
     done["seconds"] = round(time.monotonic() - clock, 3)
     return done

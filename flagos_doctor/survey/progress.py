@@ -128,7 +128,7 @@ def _render_confirmed(document: dict, console) -> None:
     shared = [(name, case) for name, case in cases if is_native_also(case)]
     if shared:
         console.print(f"[cyan]{len(shared)} failing case(s) fail the same way on {label}: not counted[/] "
-                      f"({len(summary.get('native_also_overloads', []))} overloads)")
+                      f"(in {len(summary.get('native_also_overloads', []))} overload(s))")
         for name, case in shared[:10]:
             console.print(f"  {name} [{case['profile']}]: {case['status']}, and {label} is {case['status']} too")
         if len(shared) > 10:
