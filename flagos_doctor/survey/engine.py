@@ -29,7 +29,7 @@ import torch
 
 from flagos_doctor.survey import model
 from flagos_doctor.survey import references
-from flagos_doctor.survey.judge import Judge, random_range
+from flagos_doctor.survey.judge import Judge, random_range, undefined_results
 from flagos_doctor.survey.synth import Case, Declined, build_case, clone_tree
 
 #: Longest detail kept for a case (the first line of an exception, a judging reason).
@@ -149,7 +149,8 @@ class CaseRunner:
             return _result(model.WRONG, problem)
         if self.spec.is_random(overload):
             return _result(model.PASS, "random op: device, dtype, shape, finiteness and range checked")
-        return _result(model.PASS, "")
+        _, _, why = undefined_results(overload, pristine)
+        return _result(model.PASS, f"not compared: {why}" if why else "")
 
     def _judge(self, overload, expected, actual, reference_case: Case, device_case: Case, pristine: dict):
         judge = self.judge
@@ -161,7 +162,10 @@ class CaseRunner:
         problem = judge.results(overload, expected, actual, pristine)
         if problem:
             return problem
+        _, undefined, _ = undefined_results(overload, pristine)
         for slot, name in reference_case.written:
+            if name in undefined:
+                continue
             label = "out" if name == "out" else f"{name} (written)"
             problem = judge.tensor(reference_case.get(slot), device_case.get(slot), label)
             if problem:
