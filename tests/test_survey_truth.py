@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -188,3 +189,37 @@ def test_the_report_names_the_failures_the_native_path_shares(truth_runs):
     text = render({"survey": survey_piece(str(tmp / "first.json"))})
     assert "- failures the native path shares (not counted): 2 in `ceil`" in text
     assert "FLAKY 1" in text  # the statuses line
+
+
+def test_a_survey_killed_while_confirming_carries_on_from_the_last_pass(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([FIXTURES, REPO_ROOT]),
+           "TRUTHSTACK_COUNTER": str(tmp_path / "counter")}
+    args = [sys.executable, "-m", "flagos_doctor", "survey", "--stack", "truthstack", "--conf", TRUTH_CONF,
+            "--spec", TRUTH_SPEC, "--no-store", "-o", "s.json"]
+    survey = subprocess.Popen(args, cwd=str(tmp_path), env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in survey.stderr:  # kill it as the second pass begins: the first is saved
+        seen.append(line)
+        if "again (2 of 2)" in line:
+            survey.send_signal(signal.SIGKILL)
+            break
+    survey.stderr.read()
+    assert survey.wait(timeout=300) == -signal.SIGKILL, "".join(seen)
+    stopped = load(tmp_path / "s.json")
+    failing = [c for e in stopped["overloads"].values() for c in e["cases"] if c["status"] != model.PASS]
+    assert failing and all(len(c["repeats"]) == 2 and "baseline" not in c for c in failing)
+    done = subprocess.run(args, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "again (2 of 2)" in done.stderr and "(1 of 2)" not in done.stderr  # carried on
+    assert "nothing run" not in done.stderr
+    final = load(tmp_path / "s.json")
+    failing = [c for e in final["overloads"].values() for c in e["cases"] if c["status"] != model.PASS]
+    assert failing and all(len(c["repeats"]) == 3 and "baseline" in c for c in failing)
+    assert final["summary"]["native_also"] == 2
+
+
+def test_bad_confirmation_options_are_one_line_exit_2(tmp_path):
+    for bad in (["--baseline", "stock"], ["--repeats", "-1"]):
+        done = run_cli("survey", "--stack", "demo", "--ops", "abs", "--no-store", "-o", "x.json", *bad, cwd=str(tmp_path))
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr

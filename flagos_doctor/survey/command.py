@@ -294,7 +294,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
 
     if not interrupted and not fatal:
         interrupted = _confirm(options, config, journal, route_set, first.ready, this_run, provenance, measured, started,
-                               save=lambda: files.write_json(journal.output, document()))
+                               document)
     ended = _now()
     this_run["ended"] = ended
     this_run["seconds"] = round(time.monotonic() - clock, 3)
@@ -336,10 +336,11 @@ def _measured(previous: dict | None) -> dict[str, str]:
 
 
 def _confirm(options: SurveyOptions, config: pool_module.WorkerConfig, journal: Journal, route_set,
-             ready: dict, this_run: dict, provenance: dict, measured: dict, started: str, save) -> bool:
+             ready: dict, this_run: dict, provenance: dict, measured: dict, started: str, document) -> bool:
     """Repeat the failures and run them on the native path (:mod:`.confirm`); True if interrupted.
 
-    ``save()`` writes the results file: after each pass, so a stopped survey resumes there.
+    ``document()`` builds the results document: the results file is written after each
+    pass, so a survey stopped (or killed) while confirming resumes there.
     """
     label = ready.get("baseline") if options.baseline == "native" else None
     provenance["baseline"] = label
@@ -354,10 +355,12 @@ def _confirm(options: SurveyOptions, config: pool_module.WorkerConfig, journal: 
     for name, _ in pending:  # their verdicts are judged again in this run
         measured[name] = started
     this_run["confirm"] = {"ran": True}
+    journal.checkpoint(document())
     try:
         this_run["confirm"].update(confirm.confirm(
             config, options.workers, journal.finished, repeats=options.repeats, baseline_label=label,
-            overloads=route_set.overloads, native_route=options.native_route, note=note, save=save))
+            overloads=route_set.overloads, native_route=options.native_route, note=note,
+            save=lambda: files.write_json(journal.output, document())))
     except KeyboardInterrupt:
         return True
     return False
