@@ -189,6 +189,8 @@ def test_the_report_names_the_failures_the_native_path_shares(truth_runs):
     text = render({"survey": survey_piece(str(tmp / "first.json"))})
     assert "- failures the native path shares (not counted): 2 in `ceil`" in text
     assert "FLAKY 1" in text  # the statuses line
+    assert "- `ceil` [2d-f32]: WRONG, and truthstack.baseline() is WRONG too" in text
+    assert "- `neg` [2d-f32]: WRONG, WRONG, PASS" in text
 
 
 def test_a_survey_killed_while_confirming_carries_on_from_the_last_pass(tmp_path):

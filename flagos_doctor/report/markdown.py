@@ -128,6 +128,16 @@ def _survey(survey: dict) -> list[str]:
     rows = ["| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in context.items() if v is not None]
     if len(rows) > 2:
         out += details("Survey provenance", rows)
+    shared = survey.get("native_also") or []
+    if shared:
+        label = survey.get("baseline") or "the native path"
+        out += details(f"Failures the native path shares, not counted ({len(shared)})",
+                       [f"- `{c['overload']}` [{c['profile']}]: {c['status']}, and {_cell(label)} is {c['status']} too"
+                        for c in shared])
+    flaky = survey.get("flaky") or []
+    if flaky:
+        out += details(f"FLAKY cases ({len(flaky)})",
+                       [f"- `{c['overload']}` [{c['profile']}]: {', '.join(c.get('repeats') or [])}" for c in flaky])
     failing = survey.get("not_strict") or {}
     if failing:
         out += details(f"Overloads not STRICT ({len(failing)})", [f"- `{name}`: {verdict}" for name, verdict in failing.items()])
