@@ -118,3 +118,36 @@ def test_nll_loss_total_weight_is_not_compared_with_reduction_none():
             assert verdict is None
         else:
             assert verdict.startswith("output 1:")
+
+
+def test_a_case_the_spec_declares_implementation_defined_is_judged_on_placement_only(tmp_path):
+    from flagos_doctor.errors import BadInput
+    from flagos_doctor.survey.spec import parse_spec
+
+    base = {"name": "t", "profiles": [{"name": "2d-f32", "shape": [4, 4], "dtype": "float32"},
+                                      {"name": "1d-f32", "shape": [4], "dtype": "float32"}],
+            "tolerances": {"float32": {"atol": 1e-3, "rtol": 1e-3}}}
+    plain = parse_spec(base)
+    declared = parse_spec({**base, "implementation_defined": [
+        {"op": "neg", "profiles": ["2d-f32"], "reason": "a test: backends may negate as they like"}]})
+    assert plain.sha256 == parse_spec({**base, "implementation_defined": []}).sha256 != declared.sha256
+    assert declared.implementation_defined_reason("neg", "2d-f32") == "a test: backends may negate as they like"
+    assert declared.implementation_defined_reason("neg", "1d-f32") is None
+    assert declared.implementation_defined_reason("neg.out", "2d-f32") is not None  # every overload of the op
+    for bad in ({"op": "neg"}, {"op": "neg", "reason": " "}, {"op": "neg", "reason": "r", "profiles": ["4d"]}):
+        with pytest.raises(BadInput) as raised:
+            parse_spec({**base, "implementation_defined": [bad]})
+        assert raised.value.where.startswith("spec: implementation_defined[0]")
+    # A declared case is judged on device, shape and dtype only: other values pass there, and only there.
+    runner = CaseRunner(device="cpu", spec=declared)
+    assert runner.run_case("neg", "2d-f32")["detail"].startswith("implementation-defined values, not compared: a test")
+    assert runner.run_case("neg", "1d-f32") == {"status": model.PASS, "detail": ""}
+    judged = runner._judge_placement(torch.ones(2), torch.zeros(2), _empty_case(), _empty_case())
+    assert judged is None  # values differ: not compared
+    assert "shape" in runner._judge_placement(torch.ones(2), torch.zeros(3), _empty_case(), _empty_case())
+
+
+def _empty_case():
+    from flagos_doctor.survey.synth import Case
+
+    return Case([], {}, [])
