@@ -120,7 +120,7 @@ def survey(
     backend: str = typer.Option("flagos_python", help="Backend class to survey from the conf."),
     routes: Optional[str] = typer.Option(None, help="'flag_gems': the overloads flag_gems registers."),
     ops: Optional[str] = typer.Option(None, metavar="A,B", help="Only these overloads."),
-    stack: str = typer.Option("demo", help="demo | torch_fl | flag_gems | a module with setup() -> device."),
+    stack: str = typer.Option("demo", help="demo | torch_fl | flag_gems | torch (stock torch, nothing enabled) | a module with setup() -> device."),
     device: Optional[str] = typer.Option(None, help="Device override ('cpu' self-checks the harness)."),
     spec: Optional[str] = typer.Option(None, metavar="YAML", help="Survey spec: profiles, tolerances, random ops."),
     python: str = typer.Option(sys.executable, help=PYTHON_HELP),
@@ -145,6 +145,9 @@ def survey(
     build_cmd: Optional[str] = typer.Option(None, metavar="CMD", help="Build command run in each arm's worktree."),
     attribute: bool = typer.Option(False, help="With --compare A B: whose is each failure of A (torch_fl) against B, the same cases through flag_gems alone."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary."),
+    repeats: int = typer.Option(2, min=0, help="Run each WRONG/ERROR/CRASH/TIMEOUT case this many more times, in fresh workers; differing outcomes make it FLAKY."),
+    baseline: str = typer.Option("native", help="native | none: run failing cases on the stack's native path (stock torch for flag_gems); a failure it shares does not count."),
+    native_route: Optional[str] = typer.Option(None, metavar="BACKEND", help="torch_fl/demo: the route the baseline forces with FLAGOS_OP_* (default: cuda for torch_fl, cpu for the demo)."),
 ):
     """Run every overload the conf routes to FlagGems on the device and on CPU, and judge it."""
     survey_options = opts.SurveyOptions(
@@ -155,6 +158,7 @@ def survey(
         isolation=isolation, tasks=tasks, timeout=timeout, keep_env=keep_env, shared_autotune=not no_shared_autotune,
         output=output, json_path=json_path,
         census_path=census_path, rerun=rerun, store=store, no_store=no_store, quiet=quiet,
+        repeats=repeats, baseline=baseline, native_route=native_route,
     )
     if compare:
         _dispatch(

@@ -48,6 +48,9 @@ class SurveyOptions:
     store: str | None = None
     no_store: bool = False
     quiet: bool = False
+    repeats: int = 2  # times each failing case runs again, in fresh workers
+    baseline: str = "native"  # native | none: run failing cases on the stack's native path
+    native_route: str | None = None  # torch_fl / demo: the route the baseline forces (default per stack)
 
 
 @dataclass

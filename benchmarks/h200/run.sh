@@ -5,6 +5,8 @@
 #   bash benchmarks/h200/run.sh setup            # install the carried wheels (.whl/)
 #   bash benchmarks/h200/run.sh survey 5.0.2     # survey every overload flag_gems registers
 #   bash benchmarks/h200/run.sh survey 4.2.0
+#   bash benchmarks/h200/run.sh stock 5.0.2      # the same route set on stock torch (--stack torch)
+#   bash benchmarks/h200/run.sh again 5.0.2      # a second, fresh survey of 5.0.2; compare the censuses
 #   bash benchmarks/h200/run.sh probe            # probe the stack with flag_gems imported
 #   bash benchmarks/h200/run.sh speed cold|warm  # pooled vs per-overload, 26 overloads
 #   bash benchmarks/h200/run.sh scale            # --devices 0,1 vs one device (2 GPUs)
@@ -67,9 +69,10 @@ case "$step" in
     export PYTHONPATH=$(stack_path "$version"):/tmp/site:$REPO
     export TRITON_CACHE_DIR=$WORK/triton-cache-$version
     result=$WORK/flag_gems-$version.json
-    # A fresh machine resumes from the committed results file (and a journal carried beside it).
+    # A fresh machine resumes from the committed results file (and a journal carried beside it),
+    # when that file was made by this harness version (another one would be refused).
     seed=surveys/results/flag_gems-$version-h200.json
-    if [ ! -f "$result" ] && [ -f "$seed" ]; then
+    if [ ! -f "$result" ] && [ -f "$seed" ] && python3 -c "import json,sys; from flagos_doctor.survey import model; sys.exit(json.load(open(sys.argv[1]))['comparable']['harness_version'] != model.HARNESS_VERSION)" "$seed"; then
       cp "$seed" "$result"; [ -f "$seed.journal" ] && cp "$seed.journal" "$result.journal"
     fi
     # Resumable: a call cut short leaves the journal; the same command carries on.
@@ -79,6 +82,26 @@ case "$step" in
     cp "$result" "$OUT/" 2>/dev/null; cp "$result.journal" "$OUT/" 2>/dev/null
     cp "$WORK/flag_gems-$version.census" "$OUT/" 2>/dev/null
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(d['summary'], sort_keys=True))" "$result"
+    ;;
+  stock|again)
+    # stock: stock torch (nothing enabled) on the route set flag_gems $2 registers: which cases
+    # torch itself answers differently on the GPU and the CPU. again: a second survey of flag_gems
+    # $2 from scratch (not resumed), then its census against the first run's (byte-identical?).
+    version=$2
+    export PYTHONPATH=$(stack_path "$version"):/tmp/site:$REPO
+    export TRITON_CACHE_DIR=$WORK/triton-cache-$version
+    if [ "$step" = stock ]; then name=stock-torch-routes-flag_gems-$version; stack=torch; else name=flag_gems-$version-again; stack=flag_gems; fi
+    result=$WORK/$name.json
+    timeout "${SURVEY_SECONDS:-540}" python3 -m flagos_doctor survey --stack "$stack" --routes flag_gems \
+      --workers "${WORKERS:-8}" --timeout 300 --no-store --quiet -o "$result" --census "$WORK/$name.census"
+    echo "survey exit: $?"
+    cp "$result" "$OUT/" 2>/dev/null; cp "$result.journal" "$OUT/" 2>/dev/null; cp "$WORK/$name.census" "$OUT/" 2>/dev/null
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(d['summary'], sort_keys=True))" "$result"
+    if [ "$step" = again ] && [ -f "$WORK/flag_gems-$version.census" ] && [ -f "$WORK/$name.census" ]; then
+      cmp "$WORK/flag_gems-$version.census" "$WORK/$name.census" && echo "census byte-identical: yes"
+      python3 -m flagos_doctor survey --compare "$WORK/flag_gems-$version.json" "$result" --fail-on any \
+        --markdown "$OUT/compare-$version-again.md" > "$OUT/compare-$version-again.txt"; echo "compare exit: $?"
+    fi
     ;;
   probe)
     export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO

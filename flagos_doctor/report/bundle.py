@@ -69,6 +69,7 @@ def probe_piece(options: ReportOptions) -> dict:
 def survey_piece(path: str) -> dict:
     from flagos_doctor.compare.arms import load_results
     from flagos_doctor.compare.diff import CONTEXT, lookup
+    from flagos_doctor.survey.verdicts import is_native_also
 
     try:
         document = load_results(path)
@@ -81,7 +82,15 @@ def survey_piece(path: str) -> dict:
         if entry.get("verdict") in ("FAILED", "BASIC_ONLY")
     }
     provenance = document.get("provenance") or {}
+    cases = [(name, case) for name, entry in sorted(overloads.items()) if isinstance(entry, dict)
+             for case in (entry.get("cases") or []) if isinstance(case, dict)]
     return {
+        "baseline": provenance.get("baseline"),
+        "native_also": [{"overload": name, "profile": case.get("profile"), "status": case.get("status")}
+                        for name, case in cases
+                        if isinstance(case, dict) and "status" in case and is_native_also(case)],
+        "flaky": [{"overload": name, "profile": case.get("profile"), "repeats": case.get("repeats")}
+                  for name, case in cases if case.get("status") == "FLAKY"],
         "path": os.path.abspath(path),
         "summary": document.get("summary"),
         "census_sha256": document.get("census_sha256"),

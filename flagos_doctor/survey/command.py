@@ -23,12 +23,13 @@ from flagos_doctor import files
 from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, BadInput
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor.store import Store, safe_name
-from flagos_doctor.survey import bindings, history, model, pool as pool_module, progress, results, routes, sizing, stacks
+from flagos_doctor.survey import bindings, confirm, history, model, pool as pool_module, progress, results, routes, sizing, stacks
 from flagos_doctor.survey.journal import Journal
 from flagos_doctor.survey.verdicts import verdict as verdict_of
 
 ISOLATIONS = ("pooled", "per-overload")
 TASK_SIZES = ("cases", "overloads")
+BASELINES = ("native", "none")
 
 
 def default_output(stack: str) -> str:
@@ -51,6 +52,10 @@ def _validate(options: SurveyOptions) -> None:
         raise BadInput("give --conf or --routes, not both")
     if options.timeout <= 0:
         raise BadInput("--timeout must be positive")
+    if options.baseline not in BASELINES:
+        raise BadInput(f"--baseline must be one of {', '.join(BASELINES)}, not {options.baseline!r}")
+    if options.repeats < 0:
+        raise BadInput("--repeats must be 0 or more")
 
 
 def _load_spec(path: str | None):
@@ -224,6 +229,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         })
         if options.rerun:
             journal.drop(selected)
+        measured = _measured(journal.previous)
         runs = list(((journal.previous or {}).get("provenance") or {}).get("runs", []))
         task_size = options.tasks if options.isolation == "pooled" else "overloads"  # per-overload: whole overloads
         this_run = {
@@ -232,6 +238,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
             "workers": choice.workers, "workers_choice": choice.provenance(),
             "devices": list(options.devices), "rerun": options.rerun,
             "shared_autotune": dict(zip(("TRITON_CACHE_AUTOTUNING", "set_by"), config.autotune_setting())),
+            "repeats": options.repeats, "baseline": options.baseline,
         }
         provenance = {
             **found,
@@ -246,7 +253,8 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         }
 
         def document() -> dict:
-            return results.build(provenance, journal.comparable, route_set.overloads, journal.finished, journal.partial, journal.profiles)
+            return results.build(provenance, journal.comparable, route_set.overloads, journal.finished, journal.partial,
+                                 journal.profiles, measured)
 
         tasks = plan_tasks([name for name in selected if name not in journal.finished], journal,
                            [profile.name for profile in spec.profiles], task_size)
@@ -284,6 +292,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
                     outstanding[event.overload] -= 1
                     if outstanding[event.overload] == 0:  # its last task: the overload is finished
                         journal.record_end(event.overload)
+                        measured[event.overload] = started
                         files.write_json(journal.output, document())
                         view.end(event.overload, verdict_of(journal.finished[event.overload]))
                 elif event.kind == "replaced":
@@ -301,6 +310,9 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
     finally:
         workers.close()
 
+    if not interrupted and not fatal:
+        interrupted = _confirm(options, config, journal, route_set, first.ready, this_run, provenance, measured, started,
+                               document)
     ended = _now()
     this_run["ended"] = ended
     this_run["seconds"] = round(time.monotonic() - clock, 3)
@@ -320,6 +332,9 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         stream_is_json = options.json_path == "-"
         from rich.console import Console
 
+        if not tasks and not this_run.get("confirm", {}).get("ran"):
+            Console(stderr=True, soft_wrap=True).print(
+                f"complete: {len(selected)} overloads from {journal.output}, nothing run; --rerun to run them again")
         progress.render_summary(doc, journal.output, Console(stderr=True) if stream_is_json else Console())
         if provenance.get("store_path"):
             Console(stderr=stream_is_json).print(f"filed in the store: {provenance['store_path']}")
@@ -331,6 +346,43 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         print(f"flagos-doctor: survey stopped: {fatal['message']}", file=sys.stderr)
         return EXIT_FINDING
     return EXIT_OK if done else EXIT_FINDING
+
+
+def _measured(previous: dict | None) -> dict[str, str]:
+    """When each finished overload of an earlier run was measured (the start of its run)."""
+    overloads = (previous or {}).get("overloads") or {}
+    return {name: entry["measured"] for name, entry in overloads.items() if entry.get("measured")}
+
+
+def _confirm(options: SurveyOptions, config: pool_module.WorkerConfig, journal: Journal, route_set,
+             ready: dict, this_run: dict, provenance: dict, measured: dict, started: str, document) -> bool:
+    """Repeat the failures and run them on the native path (:mod:`.confirm`); True if interrupted.
+
+    ``document()`` builds the results document: the results file is written after each
+    pass, so a survey stopped (or killed) while confirming resumes there.
+    """
+    label = ready.get("baseline") if options.baseline == "native" else None
+    provenance["baseline"] = label
+    pending = confirm.to_repeat(journal.finished, options.repeats) + (confirm.to_baseline(journal.finished) if label else [])
+    if not pending:
+        return False
+
+    def note(text: str) -> None:
+        if not options.quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    for name, _ in pending:  # their verdicts are judged again in this run
+        measured[name] = started
+    this_run["confirm"] = {"ran": True}
+    journal.checkpoint(document())
+    try:
+        this_run["confirm"].update(confirm.confirm(
+            config, this_run["workers"], journal.finished, repeats=options.repeats, baseline_label=label,
+            overloads=route_set.overloads, native_route=options.native_route, note=note,
+            save=lambda: files.write_json(journal.output, document())))
+    except KeyboardInterrupt:
+        return True
+    return False
 
 
 def _timing_hints(options: SurveyOptions, journal: Journal) -> tuple[dict, list[str]]:

@@ -55,6 +55,9 @@ class WorkerConfig:
     devices: list[str] = field(default_factory=list)
     startup_timeout: float = 600.0
     scratch: str = ""  # folder for the capture files
+    baseline: bool = False  # workers set up the stack's native path (survey/confirm.py)
+    baseline_overloads: list[str] = field(default_factory=list)
+    native_route: str | None = None
     shared_autotune: bool = True
 
     def autotune_setting(self) -> tuple[str, str]:
@@ -77,6 +80,8 @@ class WorkerConfig:
         env = dict(os.environ)
         stack = stacks.get_stack(self.stack)
         stack.prepare_env(env, self.conf, self.keep_env)
+        if self.baseline:
+            stack.prepare_baseline_env(env, self.baseline_overloads, self.native_route)
         if self.devices:
             env[stack.visible_devices_var] = self.devices[slot % len(self.devices)]
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
@@ -118,6 +123,7 @@ class WorkerProcess:
                     "backend": config.backend,
                     "capture": None if list_only else self.capture,
                     "list_only": list_only,
+                    "baseline": config.baseline,
                 }
             )
             record = self.child.recv(config.startup_timeout)

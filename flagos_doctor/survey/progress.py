@@ -105,6 +105,7 @@ def render_summary(document: dict, output: str | None, console=None) -> None:
             f"{names}{f' (+{more})' if more > 0 else ''}"
         )
     _render_missing(document, console)
+    _render_confirmed(document, console)
     bad = [
         (name, case) for name, entry in document["overloads"].items() for case in entry["cases"]
         if case["status"] in (model.CRASH, model.TIMEOUT) or case.get("poison")
@@ -134,6 +135,33 @@ def _render_missing(document: dict, console) -> None:
             f"static check of {static['library']}: it calls {static['calls']} FlagGems functions, "
             f"{len(static.get('missing') or {})} not in flag_gems {provenance.get('flag_gems')}"
             + (f" ({len(static['overloads'])} bound overloads)" if "overloads" in static else ""))
+def _render_confirmed(document: dict, console) -> None:
+    """Failures the native path shares, FLAKY cases, and when the verdicts were measured."""
+    from flagos_doctor.survey.verdicts import is_native_also
+
+    summary = document["summary"]
+    label = (document.get("provenance") or {}).get("baseline") or "the native path"
+    cases = [(name, case) for name, entry in document["overloads"].items() for case in entry["cases"]]
+    shared = [(name, case) for name, case in cases if is_native_also(case)]
+    if shared:
+        console.print(f"[cyan]{len(shared)} failing case(s) fail the same way on {label}: not counted[/] "
+                      f"(in {len(summary.get('native_also_overloads', []))} overload(s))")
+        for name, case in shared[:10]:
+            console.print(f"  {name} [{case['profile']}]: {case['status']}, and {label} is {case['status']} too")
+        if len(shared) > 10:
+            console.print(f"  ... and {len(shared) - 10} more")
+    flaky = [(name, case) for name, case in cases if case["status"] == model.FLAKY]
+    for name, case in flaky[:10]:
+        console.print(f"[yellow]FLAKY[/] {name} [{case['profile']}]: " + ", ".join(case.get("repeats", [])))
+    if len(flaky) > 10:
+        console.print(f"[yellow]... and {len(flaky) - 10} more FLAKY cases")
+    measured: dict = {}
+    for entry in document["overloads"].values():
+        if entry.get("measured"):
+            measured[entry["measured"]] = measured.get(entry["measured"], 0) + 1
+    if measured:
+        console.print("verdicts measured by the run started " + "; ".join(
+            f"{when}: {count}" for when, count in sorted(measured.items())))
 
 
 def _render_times(document: dict, console) -> None:

@@ -8,8 +8,8 @@ is read back per case here and, after a crash, by the parent.
 
 Requests and the records they produce::
 
-    {"op": "init", "stack", "device", "spec", "capture", "backend", "list_only"}
-        -> {"kind": "ready", "device", "provenance"} | {"kind": "setup_error", "error", "missing"}
+    {"op": "init", "stack", "device", "spec", "capture", "backend", "list_only", "baseline"}
+        -> {"kind": "ready", "device", "provenance", "baseline"} | {"kind": "setup_error", "error", "missing"}
     {"op": "list"} -> {"kind": "registered", "overloads"}
     {"op": "overload", "name", "profiles": [...] | null}
         -> {"kind": "no_schema", "detail"} | {"kind": "profiles", "profiles"},
@@ -93,7 +93,8 @@ class Worker:
         self.backend = request.get("backend") or self.backend
         self.stack = stacks.get_stack(request["stack"])
         try:
-            device = self.stack.setup()
+            # A baseline worker sets up the stack's native path instead (see stacks.Stack).
+            device = self.stack.setup_baseline() if request.get("baseline") else self.stack.setup()
             if request.get("device"):
                 device = request["device"]
             if not request.get("list_only"):
@@ -118,7 +119,8 @@ class Worker:
 
         times = TritonTimes()
         self.triton_times = times if times.install() else None
-        self.channel.emit({"kind": "ready", "device": device, "provenance": provenance(self.stack, device)})
+        self.channel.emit({"kind": "ready", "device": device, "provenance": provenance(self.stack, device),
+                           "baseline": self.stack.baseline_label()})
         return True
 
     # -- one overload -------------------------------------------------------------------
