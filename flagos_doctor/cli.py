@@ -36,6 +36,7 @@ app = typer.Typer(
 )
 
 PYTHON_HELP = "Interpreter of the stack under inspection (default: this one)."
+TORCH_FL_COMMIT_HELP = "torch_fl's commit, for a build that records none (said as given by you)."
 
 
 def _dispatch(module: str, options) -> None:
@@ -142,6 +143,7 @@ def survey(
     repo: Optional[str] = typer.Option(None, metavar="PATH", help="Git checkout to build missing arms from (with --compare)."),
     build_cmd: Optional[str] = typer.Option(None, metavar="CMD", help="Build command run in each arm's worktree."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary."),
+    torch_fl_commit: Optional[str] = typer.Option(None, metavar="SHA", help=TORCH_FL_COMMIT_HELP),
 ):
     """Run every overload the conf routes to FlagGems on the device and on CPU, and judge it."""
     survey_options = opts.SurveyOptions(
@@ -151,6 +153,7 @@ def survey(
         devices=[d.strip() for d in devices.split(",") if d.strip()] if devices else [],
         isolation=isolation, tasks=tasks, timeout=timeout, keep_env=keep_env, output=output, json_path=json_path,
         census_path=census_path, rerun=rerun, store=store, no_store=no_store, quiet=quiet,
+        torch_fl_commit=torch_fl_commit,
     )
     if compare:
         _dispatch(
@@ -181,6 +184,7 @@ def report(
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the JSON bundle."),
     markdown_path: Optional[str] = typer.Option("-", "--markdown", metavar="PATH|-", help="Markdown output (default: stdout)."),
     timeout: float = typer.Option(120.0, help="Seconds for the probe child."),
+    torch_fl_commit: Optional[str] = typer.Option(None, metavar="SHA", help=TORCH_FL_COMMIT_HELP),
 ):
     """Markdown for a GitHub bug issue: environment, runtime configuration, probe findings."""
     _dispatch(
@@ -188,6 +192,7 @@ def report(
         opts.ReportOptions(
             python=python, stack=stack, imports=list(imports), survey=survey_path, compare=compare,
             store=store, json_path=json_path, markdown_path=markdown_path, timeout=timeout,
+            torch_fl_commit=torch_fl_commit,
         ),
     )
 

@@ -47,6 +47,7 @@ class SurveyOptions:
     store: str | None = None
     no_store: bool = False
     quiet: bool = False
+    torch_fl_commit: str | None = None  # provenance for a torch_fl build that records none
 
 
 @dataclass
@@ -75,6 +76,7 @@ class ReportOptions:
     json_path: str | None = None
     markdown_path: str | None = "-"
     timeout: float = 120.0
+    torch_fl_commit: str | None = None  # provenance for a torch_fl build that records none
 
 
 @dataclass

@@ -170,10 +170,15 @@ def _accelerator(device_type: str | None) -> dict:
 def step_stack(modules: list[str], device_type: str | None) -> dict:
     imported = []
     last = None
+    conf_before = os.environ.get("FLAGOS_BACKEND_CONFIG")
     for module in modules:
         last = importlib.import_module(module)
         imported.append(module)
     data = {"imported": imported}
+    if "torch_fl" in imported:
+        # The backends conf in force: torch_fl picks one at import unless the user named one.
+        data["backend_config"] = {"path": os.environ.get("FLAGOS_BACKEND_CONFIG"),
+                                  "chosen_by": "the user (FLAGOS_BACKEND_CONFIG)" if conf_before else "torch_fl at import"}
     if device_type is None and last is not None and callable(getattr(last, "setup", None)):
         # A survey stack module: setup() enables it and names its device.
         device_type = str(last.setup()).split(":")[0]

@@ -25,6 +25,7 @@ from flagos_doctor.options import SurveyOptions
 from flagos_doctor.store import Store, safe_name
 from flagos_doctor.survey import history, model, pool as pool_module, progress, results, routes, stacks
 from flagos_doctor.survey.journal import Journal
+from flagos_doctor.torch_fl_source import with_commit
 from flagos_doctor.survey.verdicts import verdict as verdict_of
 
 ISOLATIONS = ("pooled", "per-overload")
@@ -201,6 +202,9 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         if first is None:
             first = _start_first(workers, options.stack)
         found = first.ready["provenance"]
+        if options.torch_fl_commit and found.get("torch_fl"):
+            found = {**found, "torch_fl": with_commit(found["torch_fl"], options.torch_fl_commit)}
+            found["store_key"] = options.torch_fl_commit
         journal.extend({
             "device_type": (found.get("device") or {}).get("type"),
             "torch": found.get("torch"),
