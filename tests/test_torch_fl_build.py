@@ -146,3 +146,28 @@ def test_a_build_command_line_names_its_import_path(tmp_path):
     assert announced_import_path(f"x\nbuilt: PYTHONPATH={tmp_path}\n\n") == str(tmp_path)
     assert announced_import_path(f"PYTHONPATH={tmp_path}\nmore output\n") is None  # only the last line
     assert announced_import_path(f"PYTHONPATH={tmp_path}/missing\n") is None
+
+
+def test_compare_imports_what_the_build_command_announces_ahead_of_the_worktree(tmp_path, cli):
+    """The worktree holds an unbuilt stack that cannot be imported; the build command puts the
+    built one outside the worktree and names it on its last line, as torch_fl_build does."""
+    from test_compare_survey import BROKEN, GOOD, OPS, commit, git
+    from flagos_doctor.survey.stacks import DEMO_CONF
+
+    unbuilt = "raise ImportError('not built: the build command makes the importable copy')\n"
+    repo = tmp_path / "stack-repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    good = commit(repo, unbuilt + GOOD, "demo variant")
+    broken = commit(repo, unbuilt + BROKEN, "neg: off by one")
+    build = ("mkdir -p ../built && grep -v '^raise ImportError' variant_stack.py > ../built/variant_stack.py "
+             "&& echo \"variant_stack built: PYTHONPATH=$(cd ../built && pwd)\"")
+    done = cli("survey", "--compare", good[:7], broken[:7], "--repo", str(repo), "--build-cmd", build,
+               "--stack", "variant_stack", "--conf", DEMO_CONF, "--ops", OPS, "--store", str(tmp_path / "store"),
+               "--json", str(tmp_path / "cmp.json"), cwd=str(tmp_path))
+    assert done.returncode == 1, done.stderr
+    assert "importing the build from " in done.stderr
+    import json
+
+    comparison = json.loads((tmp_path / "cmp.json").read_text())
+    assert [(t["overload"], t["kind"]) for t in comparison["transitions"]] == [("neg", "regression")]
