@@ -214,3 +214,18 @@ def test_report_torch_fl_commit_override_is_said_as_given(site, tmp_path):
     entry = json.loads(out.read_text())["environment"]["packages"]["torch_fl"]
     assert entry["commit"] == "5e0f2aa" and entry["commit_source"] == "given by the user (--torch-fl-commit)"
     assert entry["commit_found"] == COMMIT and entry["dirty"] is None
+
+
+def test_survey_provenance_of_the_real_build_and_the_users_commit(site, tmp_path):
+    """On CPU only the harness self-check (--device cpu) can run; its provenance is real."""
+    conf = os.path.join(site, "torch_fl", "configs", "backends_flaggems.conf")
+    out = tmp_path / "survey.json"
+    done = run_with(site, "survey", "--stack", "torch_fl", "--device", "cpu", "--conf", conf, "--ops", "abs",
+                    "--no-store", "-q", "-o", str(out), "--torch-fl-commit", "5e0f2aa")
+    assert done.returncode == 0, done.stderr
+    provenance = json.loads(out.read_text())["provenance"]
+    torch_fl = provenance["torch_fl"]
+    assert torch_fl["commit"] == "5e0f2aa" and torch_fl["commit_source"] == "given by the user (--torch-fl-commit)"
+    assert torch_fl["commit_found"] == COMMIT and torch_fl["version"] == "0.1.0"
+    assert torch_fl["commit_found_source"].startswith("flagos-doctor build record (tarball ")
+    assert provenance["store_key"] == "5e0f2aa"
