@@ -339,7 +339,9 @@ def cuda_home() -> str | None:
             return candidate
     nvcc = shutil.which("nvcc")
     if nvcc:
-        return os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+        root = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+        if os.path.isfile(os.path.join(root, "include", "cuda_runtime.h")):
+            return root
     return "/usr/local/cuda" if os.path.isdir("/usr/local/cuda") else None
 
 

@@ -183,11 +183,18 @@ def test_decisions_read_from_torch_fls_own_guards(source):
     assert on_cuda["other"] == "no branch: it goes on past the if"
     # the CUDA init: `if (... and ... and torch.cuda.is_available()): torch.cuda.init()`
     init = line_in(text, "<module>", "and torch.cuda.is_available()")
+    # (the read is the last operand of an `and`: the operands before it were true, or it
+    # would not have been read)
+    call = min(n for n, line in enumerate(text.splitlines(), start=1) if line.strip() == "torch.cuda.init()" and n > init)
     answered_true = decisions.source_decision(path, init, "is_available", True)
     assert answered_true["evaluated"] and answered_true["other"] == "no branch: it goes on past the if"
-    assert "torch.cuda.init()" in answered_true["now"]
+    assert answered_true["now"] == f"line {call}: `torch.cuda.init()`"
     answered_false = decisions.source_decision(path, init, "is_available", False)
-    assert not answered_false["evaluated"] and "the rest of the test decides" in answered_false["why"]
+    assert answered_false["evaluated"] and answered_false["other"] == f"line {call}: `torch.cuda.init()`"
+    # a read that no if tests: said, not guessed
+    elsewhere = line_in(text, "_alias_cuda_to_flagos", "torch.cuda.is_available = ")
+    unknown = decisions.source_decision(path, elsewhere, "is_available", False)
+    assert not unknown["evaluated"] and "does not test the answer in an if" in unknown["why"]
 
 
 def test_report_fills_torch_fl_version_branch_from_the_real_build(site, tmp_path):

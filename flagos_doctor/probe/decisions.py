@@ -104,8 +104,12 @@ def _value(expr, attr: str, answer: bool):
         inner = _value(expr.operand, attr, answer)
         return None if inner is None else not inner
     if isinstance(expr, ast.BoolOp):
-        values = [_value(v, attr, answer) for v in expr.values]
         stop = isinstance(expr.op, ast.Or)  # or: one True decides it; and: one False
+        reading = next((i for i, v in enumerate(expr.values) if any(_is_the_read(n, attr) for n in ast.walk(v))), None)
+        # The read happened, so every operand before it was evaluated and did not decide
+        # (and: all true; or: all false); the ones after it are unknown unless they read too.
+        values = [(not stop) if reading is not None and i < reading else _value(v, attr, answer)
+                  for i, v in enumerate(expr.values)]
         if stop in values:
             return stop
         return (not stop) if all(v is not None for v in values) else None
