@@ -381,28 +381,40 @@ class BuildFailed(Exception):
     """The build of torch_fl itself failed (exit 1); the log says why."""
 
 
-def compile_in_place(src: str, python: str, facts: dict, jobs: int, accelerator: str, log) -> list[str]:
-    """``setup.py build_ext --inplace`` with recipe A/B's switches; the nvrtc fix when needed."""
+def _setup_py(src: str, python: str, jobs: int, accelerator: str, log) -> int:
+    """One ``setup.py build_ext --inplace`` with recipe A/B's switches; its exit status."""
     env = _python_env({
         "ACCELERATOR": accelerator, "FLAGGEMS_KERNEL": "0", "FLAGGEMS_PYTHON": "1",
         "FLAGOS_SKIP_CUDA_ASSETS": "1", "MAX_JOBS": str(jobs), "FLAGOS_BUILD_JOBS": str(jobs),
     })
-    home = cuda_home()
-    if home:
-        env["CUDA_HOME"] = home
-    argv = [python, "setup.py", "build_ext", "--inplace"]
+    if cuda_home():
+        env["CUDA_HOME"] = cuda_home()
+    return subprocess.run([python, "setup.py", "build_ext", "--inplace"], cwd=src, env=env, stdout=log,
+                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
+
+
+def nvrtc_fix(src: str, facts: dict, log) -> str | None:
+    """Recipe B's fix, when it applies and changes something: the step taken, else None."""
+    library = nvrtc13(facts)
+    if not library or not fix_nvrtc_cache(src, library):
+        return None
+    log.write(f"\n[torch_fl_build] pointed CUDA_nvrtc_LIBRARY and CUDA_NVRTC_LIB at {library}; again\n".encode())
+    log.flush()
+    return f"build/CMakeCache.txt: CUDA_nvrtc_LIBRARY, CUDA_NVRTC_LIB = {library}; built again"
+
+
+def compile_in_place(src: str, python: str, facts: dict, jobs: int, accelerator: str, log) -> list[str]:
+    """``setup.py build_ext --inplace``; when it fails, the nvrtc fix and once again."""
     steps = [f"setup.py build_ext --inplace (ACCELERATOR={accelerator}, FLAGGEMS_KERNEL=0, FLAGGEMS_PYTHON=1, "
-             f"CUDA_HOME={home}, {jobs} jobs)"]
-    done = subprocess.run(argv, cwd=src, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    if done.returncode != 0:
-        library = nvrtc13(facts)
-        if library and fix_nvrtc_cache(src, library):
-            log.write(f"\n[torch_fl_build] pointed CUDA_nvrtc_LIBRARY and CUDA_NVRTC_LIB at {library}; again\n".encode())
-            log.flush()
-            steps.append(f"build/CMakeCache.txt: CUDA_nvrtc_LIBRARY, CUDA_NVRTC_LIB = {library}; built again")
-            done = subprocess.run(argv, cwd=src, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    if done.returncode != 0:
-        raise BuildFailed(f"setup.py build_ext exited with {done.returncode}")
+             f"CUDA_HOME={cuda_home()}, {jobs} jobs)"]
+    code = _setup_py(src, python, jobs, accelerator, log)
+    if code != 0:
+        fixed = nvrtc_fix(src, facts, log)
+        if fixed:
+            steps.append(fixed)
+            code = _setup_py(src, python, jobs, accelerator, log)
+    if code != 0:
+        raise BuildFailed(f"setup.py build_ext exited with {code}")
     return steps
 
 
@@ -533,7 +545,16 @@ def build(source: Source, python: str, jobs: int, accelerator: str = "cuda", roo
         os.makedirs(site, exist_ok=True)
         if not os.path.islink(os.path.join(site, "torch_fl")):
             os.symlink(os.path.join("..", "src", "torch_fl"), os.path.join(site, "torch_fl"))
-        check_import(site, python)
+        try:
+            check_import(site, python)
+        except BuildFailed:
+            # Recipe B's link problem may also show only at import (libnvrtc.so.12 not found).
+            with open(os.path.join(folder, "build.log"), "ab") as log:
+                fixed = nvrtc_fix(src, facts, log)
+                if not fixed or _setup_py(src, python, jobs, accelerator, log) != 0:
+                    raise
+            steps.append(fixed)
+            check_import(site, python)
         record = {
             "schema": SCHEMA,
             "version": setup_version(src, python),

@@ -171,3 +171,29 @@ def test_compare_imports_what_the_build_command_announces_ahead_of_the_worktree(
 
     comparison = json.loads((tmp_path / "cmp.json").read_text())
     assert [(t["overload"], t["kind"]) for t in comparison["transitions"]] == [("neg", "regression")]
+
+
+def test_the_nvrtc_fix_applies_where_the_interpreter_has_cu13s_nvrtc(tmp_path):
+    from flagos_doctor.torch_fl_build import nvrtc_fix
+
+    site = tmp_path / "site-packages"
+    library = site / "nvidia" / "cu13" / "lib" / "libnvrtc.so.13"
+    library.parent.mkdir(parents=True)
+    library.write_bytes(b"\x7fELF")
+    src = tmp_path / "src"
+    (src / "build").mkdir(parents=True)
+    (src / "build" / "CMakeCache.txt").write_text("CUDA_nvrtc_LIBRARY:FILEPATH=/usr/lib/libnvrtc.so.12\n")
+    with open(tmp_path / "build.log", "wb") as log:
+        assert nvrtc_fix(str(src), {"site": [str(tmp_path / "elsewhere")]}, log) is None or cuda13_toolkit()
+        step = nvrtc_fix(str(src), {"site": [str(site)]}, log)
+    assert step == f"build/CMakeCache.txt: CUDA_nvrtc_LIBRARY, CUDA_NVRTC_LIB = {library}; built again"
+    assert f"CUDA_nvrtc_LIBRARY:FILEPATH={library}\n" in (src / "build" / "CMakeCache.txt").read_text()
+    assert str(library) in (tmp_path / "build.log").read_text()
+
+
+def cuda13_toolkit() -> bool:
+    """This machine's CUDA toolkit has its own libnvrtc.so.13 (then the fix finds that one)."""
+    from flagos_doctor.torch_fl_build import cuda_home
+
+    home = cuda_home()
+    return bool(home) and any(os.path.isfile(os.path.join(home, d, "libnvrtc.so.13")) for d in ("lib64", "lib"))

@@ -22,7 +22,6 @@ from flagos_doctor.errors import BadInput
 from flagos_doctor.options import CompareOptions, ProbeOptions, ReportOptions
 from flagos_doctor import redact
 from flagos_doctor.report import environment
-from flagos_doctor.torch_fl_source import with_commit
 
 REPORT_SCHEMA = "flagos-doctor/report/1"
 
@@ -209,6 +208,7 @@ def collect(options: ReportOptions) -> dict:
     interpreter = environment.collect_interpreter(options.python, modules, device_type, options.timeout)
     env = dict(interpreter["steps"])
     if options.torch_fl_commit and isinstance(env.get("packages"), dict) and (env["packages"].get("torch_fl") or {}).get("found"):
+        from flagos_doctor.torch_fl_source import with_commit
         env["packages"]["torch_fl"] = with_commit(env["packages"]["torch_fl"], options.torch_fl_commit)
     env["errors"] = interpreter["errors"]
     env["child_end"] = interpreter["end"]

@@ -25,7 +25,6 @@ from flagos_doctor.options import SurveyOptions
 from flagos_doctor.store import Store, safe_name
 from flagos_doctor.survey import history, model, pool as pool_module, progress, results, routes, stacks
 from flagos_doctor.survey.journal import Journal
-from flagos_doctor.torch_fl_source import with_commit
 from flagos_doctor.survey.verdicts import verdict as verdict_of
 
 ISOLATIONS = ("pooled", "per-overload")
@@ -203,6 +202,8 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
             first = _start_first(workers, options.stack)
         found = first.ready["provenance"]
         if options.torch_fl_commit and found.get("torch_fl"):
+            from flagos_doctor.torch_fl_source import with_commit  # here: the parent imports nothing named torch
+
             found = {**found, "torch_fl": with_commit(found["torch_fl"], options.torch_fl_commit)}
             found["store_key"] = options.torch_fl_commit
         journal.extend({
