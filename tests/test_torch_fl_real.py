@@ -212,6 +212,8 @@ def test_report_fills_torch_fl_version_branch_from_the_real_build(site, tmp_path
     assert f"extension md5 {md5}" in field
     assert "conf in force " in field and "backends_cuda.conf (chosen by torch_fl at import)" in field
     assert field in (tmp_path / "r.md").read_text()
+    platform = next(f["value"] for f in bundle["template"] if f["field"] == "Platform")
+    assert platform.endswith("accelerator: none found (device type flagos)")
 
 
 def test_report_torch_fl_commit_override_is_said_as_given(site, tmp_path):

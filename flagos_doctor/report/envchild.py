@@ -156,7 +156,8 @@ def _accelerator(device_type: str | None) -> dict:
         except Exception as exc:
             info.setdefault("errors", []).append(f"torch.{kind}.device_count(): {type(exc).__name__}: {exc}")
             continue
-        info.update(type=kind, count=count)
+        if count or "type" not in info:  # none anywhere: name the stack's own device type, not the last one asked
+            info.update(type=kind, count=count)
         if count and hasattr(module, "get_device_name"):
             try:
                 info["name"] = str(module.get_device_name(0))
