@@ -36,6 +36,7 @@ app = typer.Typer(
 )
 
 PYTHON_HELP = "Interpreter of the stack under inspection (default: this one)."
+TORCH_FL_COMMIT_HELP = "torch_fl's commit, for a build that records none (said as given by you)."
 
 
 def _dispatch(module: str, options) -> None:
@@ -148,6 +149,7 @@ def survey(
     repeats: int = typer.Option(2, min=0, help="Run each WRONG/ERROR/CRASH/TIMEOUT case this many more times, in fresh workers; differing outcomes make it FLAKY."),
     baseline: str = typer.Option("native", help="native | none: run failing cases on the stack's native path (stock torch for flag_gems); a failure it shares does not count."),
     native_route: Optional[str] = typer.Option(None, metavar="BACKEND", help="torch_fl/demo: the route the baseline forces with FLAGOS_OP_* (default: cuda for torch_fl, cpu for the demo)."),
+    torch_fl_commit: Optional[str] = typer.Option(None, metavar="SHA", help=TORCH_FL_COMMIT_HELP),
 ):
     """Run every overload the conf routes to FlagGems on the device and on CPU, and judge it."""
     survey_options = opts.SurveyOptions(
@@ -159,6 +161,7 @@ def survey(
         output=output, json_path=json_path,
         census_path=census_path, rerun=rerun, store=store, no_store=no_store, quiet=quiet,
         repeats=repeats, baseline=baseline, native_route=native_route,
+        torch_fl_commit=torch_fl_commit,
     )
     if compare:
         _dispatch(
@@ -190,6 +193,7 @@ def report(
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the JSON bundle."),
     markdown_path: Optional[str] = typer.Option("-", "--markdown", metavar="PATH|-", help="Markdown output (default: stdout)."),
     timeout: float = typer.Option(120.0, help="Seconds for the probe child."),
+    torch_fl_commit: Optional[str] = typer.Option(None, metavar="SHA", help=TORCH_FL_COMMIT_HELP),
 ):
     """Markdown for a GitHub bug issue: environment, runtime configuration, probe findings."""
     _dispatch(
@@ -197,6 +201,7 @@ def report(
         opts.ReportOptions(
             python=python, stack=stack, imports=list(imports), survey=survey_path, compare=compare,
             store=store, json_path=json_path, markdown_path=markdown_path, timeout=timeout,
+            torch_fl_commit=torch_fl_commit,
         ),
     )
 

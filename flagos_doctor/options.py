@@ -51,6 +51,7 @@ class SurveyOptions:
     repeats: int = 2  # times each failing case runs again, in fresh workers
     baseline: str = "native"  # native | none: run failing cases on the stack's native path
     native_route: str | None = None  # torch_fl / demo: the route the baseline forces (default per stack)
+    torch_fl_commit: str | None = None  # provenance for a torch_fl build that records none
 
 
 @dataclass
@@ -80,6 +81,7 @@ class ReportOptions:
     json_path: str | None = None
     markdown_path: str | None = "-"
     timeout: float = 120.0
+    torch_fl_commit: str | None = None  # provenance for a torch_fl build that records none
 
 
 @dataclass

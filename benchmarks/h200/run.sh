@@ -19,11 +19,15 @@
 #   bash benchmarks/h200/run.sh full warm        #   call a phase again until it says complete)
 #   bash benchmarks/h200/run.sh full reference   # one process per overload, 26 of them, cold
 #   bash benchmarks/h200/run.sh full reference-warm   # the same on the warm caches
+#   bash benchmarks/h200/run.sh torch_fl ready   # probe + report of the ready 1adbc97 build
+#   bash benchmarks/h200/run.sh torch_fl build A B  # build commits A and B of the history
+#                                                # bundle (torch_fl_build), probe each
 #
 # Environment: WORKERS (pooled workers; per device for scale; full: default the survey's own
 # pick), DEVICES (speed, full: GPUs to use,
 # e.g. 0), TASKS (cases | overloads: the pooled arm's --tasks), SURVEY_SECONDS (survey: stop
-# and keep the journal after this long).
+# and keep the journal after this long). TORCH_FL_SHARED (torch_fl step): the folder holding
+# shared/torch-fl's files (default: shared/torch-fl, else ../shared/torch-fl).
 #
 # Wheels (not in the repository; see the README, "What ran on real hardware"): .whl/deps (sqlalchemy,
 # greenlet for cp312), .whl/fg5 (flag_gems 5.0.2), .whl/fg4 (flag_gems 4.2.0); for the torchfl
@@ -181,6 +185,32 @@ case "$step" in
     echo "full $2 exit: $?"
     cp "$WORK/full/state.json" "$OUT/survey-full-state.json" 2>/dev/null
     cp "$WORK/full/cold.census" "$OUT/survey-full-cold.census" 2>/dev/null
+    ;;
+  torch_fl)
+    export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO
+    shared=${TORCH_FL_SHARED:-$( [ -d shared/torch-fl ] && echo shared/torch-fl || echo ../shared/torch-fl )}
+    probe_and_report() {  # $1: import path of a torch_fl build, $2: a name for the files
+      PYTHONPATH=$1:$PYTHONPATH python3 -m flagos_doctor probe --stack torch_fl --timeout 300 \
+        --json "$OUT/probe-h200-torch_fl-$2.json" --markdown "$OUT/probe-h200-torch_fl-$2.md"
+      echo "probe $2 exit: $?"
+      PYTHONPATH=$1:$PYTHONPATH python3 -m flagos_doctor report --stack torch_fl --timeout 300 ${3:+--torch-fl-commit "$3"} \
+        --json "$OUT/report-h200-torch_fl-$2.json" --markdown "$OUT/report-h200-torch_fl-$2.md"
+      echo "report $2 exit: $?"
+    }
+    case "${2:-ready}" in
+      ready)  # records no commit: the report is told (--torch-fl-commit) and says so
+        mkdir -p /tmp/tfl-ready && tar xzf "$shared"/torch_fl-1adbc97-py312-torch2.11.0cu130-h200.tar.gz -C /tmp/tfl-ready
+        probe_and_report /tmp/tfl-ready/h200_bundle ready 1adbc97
+        ;;
+      build)  # recipe B through the project's build helper, cached in ~/.cache/flagos-doctor
+        [ -d /tmp/Torch-FL ] || git clone -q "$shared"/Torch-FL-history.bundle /tmp/Torch-FL
+        for commit in "${@:3}"; do
+          line=$(python3 -m flagos_doctor.torch_fl_build /tmp/Torch-FL --commit "$commit" --jobs "$(nproc)" 2>"$OUT/build-$commit.log")
+          echo "build $commit exit: $? -> $line"
+          [ -n "$line" ] && probe_and_report "${line##*PYTHONPATH=}" "$commit"
+        done
+        ;;
+    esac
     ;;
   *) echo "unknown step $step" >&2; exit 2;;
 esac

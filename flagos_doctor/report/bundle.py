@@ -164,8 +164,13 @@ def template_fields(bundle: dict) -> list[dict]:
         if fl.get("dirty") is not None:
             parts.append("dirty" if fl["dirty"] else "clean")
         if not fl.get("commit"):
-            parts.append("commit unknown (no direct_url.json commit, not in a git checkout)")
+            parts.append(f"commit {fl.get('commit_source') or 'unknown'}")
+        elif fl.get("commit_source"):
+            parts.append(f"commit from {fl['commit_source']}")
         parts.append(f"extension md5 {fl['extension_md5']}" if fl.get("extension_md5") else "no compiled extension found")
+        conf = stack.get("backend_config") or {}
+        if conf.get("path"):
+            parts.append(f"conf in force {conf['path']} (chosen by {conf.get('chosen_by')})")
         torch_fl = ", ".join(parts)
     else:
         torch_fl = package("torch_fl")
@@ -212,6 +217,9 @@ def collect(options: ReportOptions) -> dict:
     problems = []
     interpreter = environment.collect_interpreter(options.python, modules, device_type, options.timeout)
     env = dict(interpreter["steps"])
+    if options.torch_fl_commit and isinstance(env.get("packages"), dict) and (env["packages"].get("torch_fl") or {}).get("found"):
+        from flagos_doctor.torch_fl_source import with_commit
+        env["packages"]["torch_fl"] = with_commit(env["packages"]["torch_fl"], options.torch_fl_commit)
     env["errors"] = interpreter["errors"]
     env["child_end"] = interpreter["end"]
     env["tools"] = environment.vendor_tools()

@@ -222,6 +222,11 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         if lowered is not None:
             workers.lower_limit(lowered)
         _say_workers(options, choice)  # said once the input is known good: a usage error stays one line
+        if options.torch_fl_commit and found.get("torch_fl"):
+            from flagos_doctor.torch_fl_source import with_commit  # here: the parent imports nothing named torch
+
+            found = {**found, "torch_fl": with_commit(found["torch_fl"], options.torch_fl_commit)}
+            found["store_key"] = options.torch_fl_commit
         journal.extend({
             "device_type": (found.get("device") or {}).get("type"),
             "torch": found.get("torch"),
