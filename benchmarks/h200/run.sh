@@ -141,8 +141,10 @@ case "$step" in
     export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO
     export TRITON_CACHE_DIR=$WORK/triton-cache-5.0.2
     seed_from surveys/results/flag_gems-5.0.2-torch_fl-routes-h200.json "$ALONE_RESULT"
+    # OPS (optional): only these overloads, e.g. the torch_fl survey's failing ones (attribution
+    # needs no more).
     timeout "${SURVEY_SECONDS:-540}" python3 -m flagos_doctor survey --stack flag_gems \
-      --conf "$tfl/torch_fl/configs/backends_flaggems.conf" \
+      --conf "$tfl/torch_fl/configs/backends_flaggems.conf" ${OPS:+--ops "$OPS"} \
       --workers "${WORKERS:-8}" --timeout 300 --no-store --quiet -o "$ALONE_RESULT" --census "${ALONE_RESULT%.json}.census"
     echo "survey exit: $?"
     keep "$ALONE_RESULT" "$ALONE_RESULT.journal" "${ALONE_RESULT%.json}.census"
