@@ -170,8 +170,9 @@ case "$step" in
     # back as .whl/store): an arm surveyed there is not built again.
     [ -d $WORK/store ] || { [ -d .whl/store ] && cp -r .whl/store $WORK/store; }
     git -C $WORK/Torch-FL show ceb4821:torch_fl/configs/backends_flaggems.conf > $WORK/backends_flaggems-ceb4821.conf
+    # COMMIT_OPS (optional) replaces the sample below, e.g. to fit what device time is left.
     OPS=sum.out,sum.IntList_out,cumsum.out,mm.out,softshrink.out,where.self_out,addmm.dtype_out
-    OPS=$OPS,abs,add.Tensor,mul_.Tensor,mm,bmm,_softmax,sum,sum.dim_IntList,cumsum,where.self,exp
+    OPS=${COMMIT_OPS:-$OPS,abs,add.Tensor,mul_.Tensor,mm,bmm,_softmax,sum,sum.dim_IntList,cumsum,where.self,exp}
     timeout "${SURVEY_SECONDS:-540}" python3 -m flagos_doctor survey --compare 5c9d6f4 ceb4821 \
       --repo $WORK/Torch-FL --build-cmd 'python3 -m flagos_doctor.torch_fl_build .' \
       --stack torch_fl --conf $WORK/backends_flaggems-ceb4821.conf --ops "$OPS" \
