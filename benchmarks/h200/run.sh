@@ -167,8 +167,8 @@ case "$step" in
     export TRITON_CACHE_DIR=$WORK/triton-cache-torch_fl
     [ -d $WORK/Torch-FL ] || git clone -q .whl/tfl/Torch-FL-history.bundle $WORK/Torch-FL
     # A fresh machine carries on from the store a previous call left in $OUT/store (carried
-    # back as .whl/store): an arm surveyed there is not built again.
-    [ -d $WORK/store ] || { [ -d .whl/store ] && cp -r .whl/store $WORK/store; }
+    # back as .whl/store.tar): an arm surveyed there is not built again.
+    [ -d $WORK/store ] || { [ -f .whl/store.tar ] && mkdir -p $WORK/store && tar xf .whl/store.tar -C $WORK/store; }
     git -C $WORK/Torch-FL show ceb4821:torch_fl/configs/backends_flaggems.conf > $WORK/backends_flaggems-ceb4821.conf
     # COMMIT_OPS (optional) replaces the sample below, e.g. to fit what device time is left.
     OPS=sum.out,sum.IntList_out,cumsum.out,mm.out,softshrink.out,where.self_out,addmm.dtype_out
@@ -179,7 +179,8 @@ case "$step" in
       --workers "${WORKERS:-8}" --timeout 300 --store $WORK/store \
       --json "$OUT/compare-5c9d6f4-ceb4821.json" --markdown "$OUT/compare-5c9d6f4-ceb4821.md"
     echo "compare exit: $?"
-    cp -r $WORK/store "$OUT/store" 2>/dev/null
+    # One file: the device tool returns nothing deeper than two folders under $OUT.
+    tar cf "$OUT/store.tar" -C $WORK/store . 2>/dev/null
     ;;
   full)  # state in $WORK/full survives between calls while the machine stays warm
     export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO
