@@ -4,7 +4,8 @@ of the provenance, the route set and the case records.
 Stable keys, for scripts: ``schema``, ``provenance``, ``summary`` {``registered``,
 ``tested``, ``basic``, ``strict``, ``verdicts``, ``statuses``}, ``overloads`` {name:
 {``verdict``, ``cases``: [{``profile``, ``status``, ``route``, ``detail``}]}},
-``census_sha256``. Also: ``comparable`` (the fields two runs must share to be resumed
+``census_sha256``, ``failure_groups`` (the non-PASS cases grouped by cause,
+:mod:`.groups`). Also: ``comparable`` (the fields two runs must share to be resumed
 or compared), ``routes`` (the route set) and ``complete``.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from flagos_doctor.survey import census, model, verdicts
+from flagos_doctor.survey import census, groups, model, verdicts
 
 #: Order of a case's keys does not matter in JSON, but its profiles keep the spec's order.
 
@@ -67,6 +68,7 @@ def build(
         "complete": len(done) == len(route_set),
         "summary": verdicts.summarize(route_set, done),
         "overloads": overloads,
+        "failure_groups": groups.failure_groups(overloads),
         "census_sha256": census.census_sha256(text),
     }
 
