@@ -21,6 +21,7 @@ class ProbeOptions:
     timeout: float = 120.0
     json_path: str | None = None  # PATH or "-"
     markdown_path: str | None = None  # PATH or "-"
+    max_chars: int = 60_000  # the Markdown's budget (markdown.DEFAULT_MAX_CHARS)
     quiet: bool = False
 
 
@@ -61,6 +62,8 @@ class CompareOptions:
     repo: str | None = None
     build_cmd: str | None = None
     survey: SurveyOptions | None = None  # how to survey an arm built from --repo
+    max_chars: int = 60_000
+    show_all: bool = False  # the terminal view lists every transition and changed case
     quiet: bool = False
 
 
@@ -75,6 +78,8 @@ class ReportOptions:
     json_path: str | None = None
     markdown_path: str | None = "-"
     timeout: float = 120.0
+    force: bool = False  # attach a comparison of runs that are not comparable
+    max_chars: int = 60_000
 
 
 @dataclass
@@ -90,4 +95,16 @@ class SuiteOptions:
     fail_on: str = "regression"
     json_path: str | None = None
     markdown_path: str | None = None
+    max_chars: int = 60_000
+    quiet: bool = False
+
+
+@dataclass
+class MatrixOptions:
+    results: list[str] = field(default_factory=list)  # files, store key prefixes, store queries
+    store: str | None = None
+    json_path: str | None = None
+    csv_path: str | None = None
+    markdown_path: str | None = None
+    max_chars: int = 60_000
     quiet: bool = False
