@@ -355,3 +355,18 @@ def test_help_has_completion_and_no_bool_placeholders():
     assert "--install-completion" in top and "--show-completion" in top and "matrix" in top
     survey = run_cli("survey", "--help", env={"COLUMNS": "200"}).stdout
     assert "--no-store " in survey and "--all " in survey and "--max-chars" in survey
+
+
+def test_survey_results_and_census_follow_the_umask(tmp_path):
+    old = os.umask(0o027)
+    try:
+        done = run_cli("survey", "--stack", "demo", "--ops", "abs", "-o", str(tmp_path / "r.json"),
+                       "--census", str(tmp_path / "c.txt"), "--no-store", "-q", cwd=str(tmp_path))
+    finally:
+        os.umask(old)
+    assert done.returncode == 0, done.stderr
+    for name in ("r.json", "c.txt"):
+        assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == 0o640, name
+    found = json.loads((tmp_path / "r.json").read_text())["failure_groups"]
+    assert [(g["status"], g["signature"], g["members"]) for g in found] == [
+        ("INVALID_CASE", "reference: NotImplementedError: \"NAME\" not implemented for 'NAME'", [["abs", "2d-bool"]])]
