@@ -76,7 +76,8 @@ def label(facts: dict) -> str:
 def _note(diffs: list[dict], document: dict) -> str | None:
     notes = []
     if diffs:
-        notes.append("not made like column 1: its " + ", ".join(d["field"] for d in diffs) + " differ")
+        fields = ", ".join(d["field"] for d in diffs)
+        notes.append(f"not made like column 1: its {fields} {'differs' if len(diffs) == 1 else 'differ'}")
     if document.get("complete") is False:
         notes.append("incomplete run (PENDING overloads)")
     return "; ".join(notes) or None
