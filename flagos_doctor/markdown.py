@@ -24,7 +24,8 @@ def details(summary: str, lines: list[str], blank_after: bool = True) -> list[st
 DEFAULT_MAX_CHARS = 60_000
 #: Below this a page cannot hold even a summary and its closing line.
 MIN_MAX_CHARS = 2_000
-#: Room kept for the closing line that says what was left out.
+#: Room kept for the closing line that says what was left out (beyond the words naming
+#: where the full record is).
 _CLOSING_ROOM = 700
 
 
@@ -72,7 +73,7 @@ class Page:
 
     def text(self) -> str:
         """The page: the parts that fit, in page order, and the closing line."""
-        room = self.max_chars - _CLOSING_ROOM
+        room = self.max_chars - _CLOSING_ROOM - len(self.full_record)
         chosen: dict[int, list[str]] = {}
         left_out: list[tuple[int, str]] = []
         order = sorted(range(len(self._parts)), key=lambda i: (self._parts[i]["priority"], i))

@@ -370,3 +370,24 @@ def test_survey_results_and_census_follow_the_umask(tmp_path):
     found = json.loads((tmp_path / "r.json").read_text())["failure_groups"]
     assert [(g["status"], g["signature"], g["members"]) for g in found] == [
         ("INVALID_CASE", "reference: NotImplementedError: \"NAME\" not implemented for 'NAME'", [["abs", "2d-bool"]])]
+
+
+def test_page_keeps_priorities_in_page_order_and_names_what_it_left_out():
+    from flagos_doctor.markdown import Page
+
+    page = Page(3_000, "`full.json`")
+    page.add(["# summary", ""])
+    page.add(["x" * 1_500], 3, "the long tail")
+    page.add_table("Groups", ["| n |", "|---|"], [f"| {i} |" for i in range(400)], 1, "groups", folded=False)
+    page.add(["## always", ""])
+    text = page.text()
+    assert len(text) <= 3_000
+    assert text.index("# summary") < text.index("Groups (the first") < text.index("## always")
+    assert "x" * 1_500 not in text
+    closing = CLOSING.search(text)
+    assert re.fullmatch(r"the long tail; groups: \d+ of 400 rows", closing.group(2))
+    assert closing.group(3) == "`full.json`"
+    roomy = Page(60_000)
+    roomy.add(["# summary"])
+    roomy.add_table("Groups", ["| n |", "|---|"], ["| 1 |"], 1, "groups")
+    assert "Left out" not in roomy.text() and "<summary>Groups</summary>" in roomy.text()
