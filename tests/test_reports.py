@@ -391,3 +391,15 @@ def test_page_keeps_priorities_in_page_order_and_names_what_it_left_out():
     roomy.add(["# summary"])
     roomy.add_table("Groups", ["| n |", "|---|"], ["| 1 |"], 1, "groups")
     assert "Left out" not in roomy.text() and "<summary>Groups</summary>" in roomy.text()
+
+
+def test_probe_markdown_of_the_h200_probe_fits_a_small_budget():
+    from flagos_doctor.probe.formats import markdown
+
+    document = _load(os.path.join(REPO_ROOT, "docs", "h200", "probe-flag_gems.json"))
+    whole = markdown.format(document)
+    assert "Left out" not in whole and "<summary>All events (8)</summary>" in whole
+    small = markdown.format(document, max_chars=3_000)
+    assert len(small) <= 3_000 < len(whole)
+    assert "### Findings" in small and "### Steps" in small
+    assert re.fullmatch(r"the probes and their writers; events: \d of 8 rows", CLOSING.search(small).group(2))
