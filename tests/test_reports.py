@@ -403,3 +403,21 @@ def test_probe_markdown_of_the_h200_probe_fits_a_small_budget():
     assert len(small) <= 3_000 < len(whole)
     assert "### Findings" in small and "### Steps" in small
     assert re.fullmatch(r"the probes and their writers; events: \d of 8 rows", CLOSING.search(small).group(2))
+
+
+def test_shell_completion_completes_commands_and_options():
+    import subprocess
+    import sys
+
+    def complete(words: str, index: int) -> str:
+        # As the installed `flagos-doctor` script runs: the program name picks the variable.
+        done = subprocess.run(
+            [sys.executable, "-c", "import sys; sys.argv = ['flagos-doctor']; from flagos_doctor.cli import main; main()"],
+            capture_output=True, text=True, timeout=120,
+            env={**os.environ, "_FLAGOS_DOCTOR_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(index)},
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert complete("flagos-doctor ma", 1).split() == ["matrix"]
+    assert "--no-store" in complete("flagos-doctor survey --no-s", 2).split()
