@@ -10,6 +10,7 @@ while they fit. Lists of :data:`INLINE_MAX` rows or fewer stay open.
 from __future__ import annotations
 
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell
+from flagos_doctor.survey.groups import overloads_named
 
 INLINE_MAX = 10
 #: Overloads named beside a group (the JSON lists every member).
@@ -29,12 +30,7 @@ def _case(view) -> str:
 
 
 def _names(members: list) -> str:
-    names = []
-    for overload, _profile in members:
-        if overload not in names:
-            names.append(overload)
-    shown = ", ".join(f"`{_cell(n)}`" for n in names[:GROUP_NAMES])
-    return shown + (f" +{len(names) - GROUP_NAMES}" if len(names) > GROUP_NAMES else "")
+    return overloads_named(members, GROUP_NAMES, quote=lambda name: f"`{_cell(name)}`")
 
 
 def _side(text: str) -> str:

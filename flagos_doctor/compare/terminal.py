@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from flagos_doctor.survey.groups import overloads_named
+
 _KIND_STYLE = {"regression": "bold red", "fix": "green", "change": "yellow"}
 #: Groups, transitions and regressed cases shown without --all.
 TOP = 10
@@ -46,11 +48,6 @@ def _block(console: Console, title: str, lines: list[str], shown: int, hint: str
     console.print(Text("\n".join("  " + line for line in lines[:shown])), highlight=False)
     if len(lines) > shown and hint:
         console.print(Text(f"  … {len(lines) - shown} more ({hint})", style="dim"))
-
-
-def _names(members: list) -> str:
-    names = list(dict.fromkeys(overload for overload, _ in members))
-    return ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
 
 
 def render(comparison: dict, console: Console, show_all: bool = False) -> None:
@@ -97,7 +94,7 @@ def render(comparison: dict, console: Console, show_all: bool = False) -> None:
     changes = comparison.get("change_groups") or []
     if changes:
         rows = [(f"{g['cases']} cases", f"{g['overloads']} overloads", "REGRESSION" if g.get("regression") else "",
-                 f"{g['from']}  ->  {g['to']}   e.g. {_names(g['members'])}") for g in changes]
+                 f"{g['from']}  ->  {g['to']}   e.g. {overloads_named(g['members'])}") for g in changes]
         _block(console, f"What changed, by cause ({len(changes)} groups)", _columns(rows), limit or len(rows), more)
     failures = comparison.get("failure_groups") or []
     if failures:

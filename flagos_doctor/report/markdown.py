@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from flagos_doctor.compare import markdown as compare_markdown
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, details
+from flagos_doctor.survey.groups import overloads_named
 
 
 def _cell(value) -> str:
@@ -135,10 +136,8 @@ def _survey(page: Page, survey: dict) -> None:
     if found:
         rows = []
         for group in found:
-            names = list(dict.fromkeys(overload for overload, _ in group["members"]))
-            more = f" +{len(names) - 3}" if len(names) > 3 else ""
             rows.append(f"| {group['cases']} | {group['overloads']} | {_cell(group['status'])} | "
-                        f"`{_cell(group['signature'])}` | {_cell(', '.join(names[:3]))}{more} |")
+                        f"`{_cell(group['signature'])}` | {_cell(overloads_named(group['members']))} |")
         page.add_table(f"#### Failures by cause ({len(found)} groups)",
                        ["| cases | overloads | status | cause | e.g. |", "|---:|---:|---|---|---|"],
                        rows, 1, "survey failure groups", folded=False)

@@ -106,6 +106,14 @@ def failure_groups(overloads: dict) -> list[dict]:
     return sorted(found.values(), key=lambda g: (-g["cases"], g["status"], g["signature"]))
 
 
+def overloads_named(members: list, limit: int = 3, quote=str) -> str:
+    """The first ``limit`` overloads of a group's ``members``, each through ``quote``, and
+    how many more: ``_softmax, abs, neg +10``."""
+    names = list(dict.fromkeys(overload for overload, _profile in members))
+    shown = ", ".join(quote(name) for name in names[:limit])
+    return shown + (f" +{len(names) - limit}" if len(names) > limit else "")
+
+
 def describe(group: dict) -> str:
     """One line for a group: ``525 ERROR cases: TypeError: ..., in 180 overloads``."""
     cases = group["cases"]

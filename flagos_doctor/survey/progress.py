@@ -133,9 +133,7 @@ def _render_groups(document: dict, console) -> None:
         return
     console.print(f"[bold]failures by cause[/] ({len(found)} groups)")
     for group in found[:SUMMARY_GROUPS]:
-        names = list(dict.fromkeys(overload for overload, _ in group["members"]))
-        more = f" +{len(names) - 3}" if len(names) > 3 else ""
-        console.print(f"  {escape(groups.describe(group))}  [dim]e.g. {escape(', '.join(names[:3]))}{more}[/]",
+        console.print(f"  {escape(groups.describe(group))}  [dim]e.g. {escape(groups.overloads_named(group['members']))}[/]",
                       highlight=False)
     if len(found) > SUMMARY_GROUPS:
         console.print(f"  [dim]… {len(found) - SUMMARY_GROUPS} more groups (failure_groups in the results JSON)[/]")
