@@ -14,6 +14,13 @@ def cell(value, none: str | None = None, newline: str = " ") -> str:
     return str(value).replace("|", "\\|").replace("\n", newline)
 
 
+def code(text: str) -> str:
+    """``text`` as inline code that survives backticks inside it (an error message may quote
+    an operator in backticks)."""
+    text = str(text)
+    return f"`{text}`" if "`" not in text else f"`` {text} ``"
+
+
 def details(summary: str, lines: list[str], blank_after: bool = True) -> list[str]:
     """``lines`` folded under ``summary``, as lines of Markdown."""
     return ["<details>", f"<summary>{summary}</summary>", "", *lines, "", "</details>"] + ([""] if blank_after else [])

@@ -421,3 +421,14 @@ def test_shell_completion_completes_commands_and_options():
 
     assert complete("flagos-doctor ma", 1).split() == ["matrix"]
     assert "--no-store" in complete("flagos-doctor survey --no-s", 2).split()
+
+
+def test_a_cause_quoting_backticks_stays_inline_code():
+    from flagos_doctor.compare import markdown
+
+    detail = "RuntimeError: Negation, the `-` operator, on a bool tensor is not supported."
+    a = results({"neg": [("2d_f32", PASS, K)]})
+    b = results({"neg": [("2d_f32", "ERROR", K)]})
+    b["overloads"]["neg"]["cases"][0]["detail"] = detail
+    text = markdown.render(json.loads(json.dumps(compare(a, b))))
+    assert "| `` ERROR: RuntimeError: Negation, the `-` operator, on a bool tensor is not supported. `` |" in text

@@ -9,7 +9,7 @@ while they fit. Lists of :data:`INLINE_MAX` rows or fewer stay open.
 
 from __future__ import annotations
 
-from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell
+from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, code
 from flagos_doctor.survey.groups import overloads_named
 
 INLINE_MAX = 10
@@ -34,7 +34,7 @@ def _names(members: list) -> str:
 
 
 def _side(text: str) -> str:
-    return "absent" if text == "absent" else f"`{_cell(text)}`"
+    return "absent" if text == "absent" else code(_cell(text))
 
 
 def headline(group: dict) -> str:
@@ -91,7 +91,7 @@ def render_into(page: Page, comparison: dict, heading_level: int = 2, base_prior
     if failures:
         rows = [
             f"| {g['a']['cases']} | {g['b']['cases']} | {g['presence']} | {_cell(g['status'])} | "
-            f"`{_cell(g['signature'])}` | {_names(g['members']['a'] or g['members']['b'])} |"
+            f"{code(_cell(g['signature']))} | {_names(g['members']['a'] or g['members']['b'])} |"
             for g in failures
         ]
         page.add_table(f"{h}# Failures by cause, both runs ({len(failures)} groups)",

@@ -11,7 +11,7 @@ the environment's details, then the long lists, while they fit.
 from __future__ import annotations
 
 from flagos_doctor.compare import markdown as compare_markdown
-from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, details
+from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, code, details
 from flagos_doctor.survey.groups import overloads_named
 
 
@@ -137,7 +137,7 @@ def _survey(page: Page, survey: dict) -> None:
         rows = []
         for group in found:
             rows.append(f"| {group['cases']} | {group['overloads']} | {_cell(group['status'])} | "
-                        f"`{_cell(group['signature'])}` | {_cell(overloads_named(group['members']))} |")
+                        f"{code(_cell(group['signature']))} | {_cell(overloads_named(group['members']))} |")
         page.add_table(f"#### Failures by cause ({len(found)} groups)",
                        ["| cases | overloads | status | cause | e.g. |", "|---:|---:|---|---|---|"],
                        rows, 1, "survey failure groups", folded=False)

@@ -8,14 +8,10 @@ lists of tests in one arm only, renamed and flaky while they fit. Lists longer t
 
 from __future__ import annotations
 
-from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, details
+from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, code, details
 from flagos_doctor.suite.model import TOTAL_KEYS
 
 OPEN_ROWS = 10
-
-
-def _code(text: str) -> str:
-    return f"`{text}`" if "`" not in text else f"``{text}``"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -45,7 +41,7 @@ def format(document: dict, max_chars: int = DEFAULT_MAX_CHARS,
     arms = document["arms"]
     a, b = arms["a"]["label"], arms["b"]["label"]
     coll = document["collection"]
-    out = [f"### Unit suite: {_code(a)} → {_code(b)}", "", f"**Verdict:** {document['verdict']}", ""]
+    out = [f"### Unit suite: {code(a)} → {code(b)}", "", f"**Verdict:** {document['verdict']}", ""]
 
     out += ["#### Collected sets", ""]
     if coll["same"]:
@@ -58,22 +54,22 @@ def format(document: dict, max_chars: int = DEFAULT_MAX_CHARS,
         rows, listing = [], []
         for side, arm in (("only_a", "A"), ("only_b", "B")):
             for group in coll[side]["files"]:
-                rows.append([f"only in {arm}", _code(group["file"]), str(len(group["tests"])),
+                rows.append([f"only in {arm}", code(group["file"]), str(len(group["tests"])),
                              _totals_brief(group["totals"]), group["note"]])
-                listing += [f"- {_code(t)} (only in {arm})" for t in group["tests"]]
+                listing += [f"- {code(t)} (only in {arm})" for t in group["tests"]]
         out += _table(["", "file", "tests", "outcomes", "note"], rows) + [""]
         page.add(out)
         out = []
         _add_list(page, f"{len(listing)} tests in one arm only", [], listing, 2, "the tests in one arm only")
     if coll["renamed"]:
-        lines = [f"- {_code(r['a'])} → {_code(r['b'])} ({r['rule']})" for r in coll["renamed"]]
+        lines = [f"- {code(r['a'])} → {code(r['b'])} ({r['rule']})" for r in coll["renamed"]]
         page.add(out + [f"Renamed (matched, same outcome in both arms): {len(lines)}", ""])
         out = []
         _add_list(page, f"{len(lines)} renamed tests", [], lines, 2, "the renamed tests")
 
     out += ["#### Totals", ""]
-    rows = [[f"A {_code(a)}", *(str(arms["a"]["totals"][k]) for k in TOTAL_KEYS)],
-            [f"B {_code(b)}", *(str(arms["b"]["totals"][k]) for k in TOTAL_KEYS)]]
+    rows = [[f"A {code(a)}", *(str(arms["a"]["totals"][k]) for k in TOTAL_KEYS)],
+            [f"B {code(b)}", *(str(arms["b"]["totals"][k]) for k in TOTAL_KEYS)]]
     if not coll["same"]:
         common = document["common_totals"]
         rows += [["A, tests both ran", *(str(common["a"][k]) for k in TOTAL_KEYS)],
@@ -89,7 +85,7 @@ def format(document: dict, max_chars: int = DEFAULT_MAX_CHARS,
         _transitions(page, flaky["transitions"], "flaky transitions", 2)
         if flaky["unmatched"]:
             page.add(["Entries of the flaky list that match no test: "
-                      + ", ".join(_code(e) for e in flaky["unmatched"]), ""])
+                      + ", ".join(code(e) for e in flaky["unmatched"]), ""])
     counts = document["counts"]
     page.add([f"{counts['unchanged']} tests unchanged.", ""])
     return page.text()
@@ -101,7 +97,7 @@ def _transitions(page: Page, transitions: list[dict], what: str, priority: int) 
         return
     rows = []
     for t in transitions:
-        test = _code(t["test"]) + (f" (was {_code(t['was'])})" if t.get("was") else "")
+        test = code(t["test"]) + (f" (was {code(t['was'])})" if t.get("was") else "")
         rows.append([t["kind"], test, t["from"], t["to"], t["message"]])
     lines = _table(["kind", "test", "A", "B", "message"], rows)
     _add_list(page, f"{len(rows)} {what}", lines[:2], lines[2:], priority, what)
