@@ -137,6 +137,7 @@ def probe(
         "  flagos-doctor survey --stack flag_gems --routes flag_gems --workers 4\n\n"
         "  flagos-doctor survey --device cpu --conf backends_flaggems.conf   # self-check of the harness\n\n"
         "  flagos-doctor survey --compare before.json after.json\n\n"
+        "  flagos-doctor survey --compare torch_fl.json flag_gems.json --attribute\n\n"
         "  flagos-doctor survey --compare 1adbc97 5e0f2aa --repo ~/Torch-FL --build-cmd 'python setup.py build_ext --inplace'"
     )
 )
@@ -149,12 +150,13 @@ def survey(
     device: Optional[str] = typer.Option(None, help="Device override ('cpu' self-checks the harness)."),
     spec: Optional[str] = typer.Option(None, metavar="YAML", help="Survey spec: profiles, tolerances, random ops."),
     python: str = typer.Option(sys.executable, help=PYTHON_HELP),
-    workers: int = typer.Option(1, min=1, help="Worker processes (they may share a device)."),
+    workers: Optional[int] = typer.Option(None, help="Worker processes (they may share a device); default: one per core, as many as memory and the device hold."),
     devices: Optional[str] = typer.Option(None, metavar="0,1", help="Device indices to spread workers over."),
     isolation: str = typer.Option("pooled", help="pooled | per-overload (upstream's cost model, for benchmarks)."),
     tasks: str = typer.Option("cases", help="What a pooled worker takes at a time: cases (an overload's slow cases run side by side) | overloads (its kernels compile once, in one worker)."),
     timeout: float = typer.Option(120.0, help="Seconds per case before its worker is replaced."),
     keep_env: bool = typer.Option(False, "--keep-env", help="Keep stray FLAGOS_OP_* variables."),
+    no_shared_autotune: bool = typer.Option(False, "--no-shared-autotune", help="Each worker autotunes Triton kernels for itself (default: they share results through Triton's cache, TRITON_CACHE_AUTOTUNING=1)."),
     output: Optional[str] = typer.Option(None, "--output", "-o", metavar="PATH", help="Results file (resumed if it exists)."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Also write the results JSON here."),
     census_path: Optional[str] = typer.Option(None, "--census", metavar="PATH", help="Write the case census."),
@@ -169,6 +171,7 @@ def survey(
     show_all: bool = typer.Option(False, "--all", help="Terminal view of --compare: every transition and changed case, not only the summary and the largest groups."),
     repo: Optional[str] = typer.Option(None, metavar="PATH", help="Git checkout to build missing arms from (with --compare)."),
     build_cmd: Optional[str] = typer.Option(None, metavar="CMD", help="Build command run in each arm's worktree."),
+    attribute: bool = typer.Option(False, "--attribute", help="With --compare A B: whose is each failure of A (torch_fl) against B, the same cases through flag_gems alone."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary."),
 ):
     """Run every overload the conf routes to FlagGems on the device and on CPU, and judge it."""
@@ -177,7 +180,8 @@ def survey(
         ops=[o.strip() for o in ops.split(",") if o.strip()] if ops else [],
         stack=stack, device=device, spec=spec, python=python, workers=workers,
         devices=[d.strip() for d in devices.split(",") if d.strip()] if devices else [],
-        isolation=isolation, tasks=tasks, timeout=timeout, keep_env=keep_env, output=output, json_path=json_path,
+        isolation=isolation, tasks=tasks, timeout=timeout, keep_env=keep_env, shared_autotune=not no_shared_autotune,
+        output=output, json_path=json_path,
         census_path=census_path, rerun=rerun, store=store, no_store=no_store, quiet=quiet,
     )
     if compare:
@@ -186,7 +190,7 @@ def survey(
             opts.CompareOptions(
                 a=compare[0], b=compare[1], store=store, force=force, fail_on=fail_on, json_path=json_path,
                 markdown_path=markdown_path, repo=repo, build_cmd=build_cmd, survey=survey_options,
-                max_chars=max_chars, show_all=show_all, quiet=quiet,
+                max_chars=max_chars, show_all=show_all, quiet=quiet, attribute=attribute,
             ),
         )
     _dispatch("flagos_doctor.survey.command", survey_options)

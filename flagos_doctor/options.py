@@ -35,12 +35,13 @@ class SurveyOptions:
     device: str | None = None
     spec: str | None = None
     python: str = sys.executable
-    workers: int = 1
+    workers: int | None = None  # None: as many as the machine holds (survey/sizing.py)
     devices: list[str] = field(default_factory=list)
     isolation: str = "pooled"  # pooled | per-overload
     tasks: str = "cases"  # cases | overloads: what a pooled worker takes at a time
     timeout: float = 120.0
     keep_env: bool = False
+    shared_autotune: bool = True  # workers share Triton's autotuning results (TRITON_CACHE_AUTOTUNING)
     output: str | None = None  # the results file (journal is kept beside it)
     json_path: str | None = None
     census_path: str | None = None
@@ -65,6 +66,7 @@ class CompareOptions:
     max_chars: int = 60_000
     show_all: bool = False  # the terminal view lists every transition and changed case
     quiet: bool = False
+    attribute: bool = False  # classify A's failures against B (flag_gems alone): compare/attribute.py
 
 
 @dataclass

@@ -18,6 +18,8 @@ def run_cli(*args, env=None, cwd=None, timeout=600, input=None):
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
+        if "PYTHONPATH" in env:  # the CLI under test is this checkout's, whatever is installed
+            full_env["PYTHONPATH"] = os.pathsep.join((env["PYTHONPATH"], REPO_ROOT))
     return subprocess.run(
         [sys.executable, "-m", "flagos_doctor", *args],
         capture_output=True,

@@ -46,7 +46,9 @@ def resolve_commit(repo: str, ref: str) -> str:
 def survey_argv(options: SurveyOptions, output: str) -> list[str]:
     """The ``flagos-doctor survey`` arguments for one arm, paths made absolute."""
     argv = ["survey", "--stack", options.stack, "--backend", options.backend, "--python", options.python,
-            "--workers", str(options.workers), "--isolation", options.isolation, "--tasks", options.tasks,
+            *(("--workers", str(options.workers)) if options.workers is not None else ()),
+            *(() if options.shared_autotune else ("--no-shared-autotune",)),
+            "--isolation", options.isolation, "--tasks", options.tasks,
             "--timeout", str(options.timeout),
             "--output", output, "--no-store", "--quiet"]
     if options.conf:

@@ -89,6 +89,7 @@ def survey_piece(path: str) -> dict:
         "census_sha256": document.get("census_sha256"),
         "stack": provenance.get("stack"),
         "harness_version": provenance.get("harness_version"),
+        "flag_gems": provenance.get("flag_gems"),
         "context": {name: lookup(document, paths) for name, paths in CONTEXT},
         "not_strict": failing,
         "failure_groups": failure_groups(overloads),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from flagos_doctor.compare import markdown as compare_markdown
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, code, details
+from flagos_doctor.survey import bindings
 from flagos_doctor.survey.groups import overloads_named
 
 
@@ -145,6 +146,10 @@ def _survey(page: Page, survey: dict) -> None:
     rows = ["| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in context.items() if v is not None]
     if len(rows) > 2:
         page.add(details("Survey provenance", rows), 3, "survey provenance")
+    line = bindings.summary_line(summary, survey.get("flag_gems"))
+    if line:
+        page.add_table(line, [], [f"- `{name}` calls `{function}`" for name, function in summary["missing_functions"].items()],
+                       1, "the overloads calling a missing function")
     failing = survey.get("not_strict") or {}
     if failing:
         page.add_table(f"Overloads not STRICT ({len(failing)})", [],

@@ -23,7 +23,7 @@ from flagos_doctor import files
 from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, BadInput
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor.store import Store, safe_name
-from flagos_doctor.survey import history, model, pool as pool_module, progress, results, routes, stacks
+from flagos_doctor.survey import bindings, history, model, pool as pool_module, progress, results, routes, sizing, stacks
 from flagos_doctor.survey.journal import Journal
 from flagos_doctor.survey.verdicts import verdict as verdict_of
 
@@ -49,8 +49,6 @@ def _validate(options: SurveyOptions) -> None:
         raise BadInput(f"--routes must be one of {', '.join(routes.ROUTE_SOURCES)}, not {options.routes!r}")
     if options.routes and options.conf:
         raise BadInput("give --conf or --routes, not both")
-    if options.workers < 1:
-        raise BadInput("--workers must be at least 1")
     if options.timeout <= 0:
         raise BadInput("--timeout must be positive")
 
@@ -158,21 +156,33 @@ def _run(options: SurveyOptions) -> int:
         conf=os.path.abspath(options.conf) if options.conf else None,
         backend=options.backend, timeout=options.timeout, keep_env=options.keep_env,
         devices=list(options.devices), startup_timeout=max(600.0, options.timeout),
+        shared_autotune=options.shared_autotune,
     )
-    workers = pool_module.Pool(config, options.workers, per_overload=options.isolation == "per-overload")
+    choice = sizing.choose(options.workers, sizing.Machine.here(), options.stack,
+                           per_overload=options.isolation == "per-overload")
+    workers = pool_module.Pool(config, choice.workers, per_overload=options.isolation == "per-overload")
     try:
-        return _survey(options, spec, spec_dict, config, workers)
+        return _survey(options, spec, spec_dict, config, workers, choice)
     finally:
         workers.close()
 
 
+def _say_workers(options: SurveyOptions, choice: sizing.Choice) -> None:
+    """The worker count picked, when the user left it to us; a cap or a lowering, always."""
+    if choice.requested is None and not options.quiet:
+        print(f"flagos-doctor: workers: {choice.why}", file=sys.stderr)
+    else:
+        for note in choice.notices:
+            print(f"flagos-doctor: {note}", file=sys.stderr)
+
+
 def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.WorkerConfig,
-            workers: pool_module.Pool) -> int:
+            workers: pool_module.Pool, choice: sizing.Choice) -> int:
     source = _listing_source(options)
     first = None
     if source is not None and (source == "stack" or options.stack == source):
         # The survey's own stack lists the routes: its first worker does, then works on.
-        workers.prestart(len(options.ops) if options.ops else options.workers)
+        workers.prestart(len(options.ops) if options.ops else choice.workers)
         first = _start_first(workers, options.stack)
         try:
             route_set = routes.from_listing(source, first.registered(), options.backend)
@@ -201,6 +211,12 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         if first is None:
             first = _start_first(workers, options.stack)
         found = first.ready["provenance"]
+        if found.get("torch_fl"):  # its bindings vs the installed flag_gems, before any case runs
+            found["flag_gems_bindings"] = bindings.check_in_child(config.python, config.env(0))
+        lowered = sizing.after_first_worker(choice, found.get("device") or {}, max(1, len(options.devices)))
+        if lowered is not None:
+            workers.lower_limit(lowered)
+        _say_workers(options, choice)  # said once the input is known good: a usage error stays one line
         journal.extend({
             "device_type": (found.get("device") or {}).get("type"),
             "torch": found.get("torch"),
@@ -213,7 +229,9 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         this_run = {
             "started": started, "ended": None, "selected": len(selected), "isolation": options.isolation,
             "tasks": task_size,
-            "workers": options.workers, "devices": list(options.devices), "rerun": options.rerun,
+            "workers": choice.workers, "workers_choice": choice.provenance(),
+            "devices": list(options.devices), "rerun": options.rerun,
+            "shared_autotune": dict(zip(("TRITON_CACHE_AUTOTUNING", "set_by"), config.autotune_setting())),
         }
         provenance = {
             **found,
@@ -247,7 +265,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         interrupted = False
         try:
             if tasks:
-                slots = workers.run(tasks, first)
+                slots = workers.run(tasks, first, unheld=slow)
             else:
                 first.close()
                 workers.stop()  # prestarted workers have nothing to do
@@ -287,6 +305,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
     this_run["ended"] = ended
     this_run["seconds"] = round(time.monotonic() - clock, 3)
     this_run["worker_starts"] = workers.start_figures()
+    this_run["schedule"] = workers.schedule_figures()
     provenance["ended"] = ended
     doc = document()
     done = all(name in journal.finished for name in selected)

@@ -27,7 +27,7 @@ import warnings
 
 import torch
 
-from flagos_doctor.survey import model
+from flagos_doctor.survey import bindings, model
 from flagos_doctor.survey import references
 from flagos_doctor.survey.judge import Judge, random_range
 from flagos_doctor.survey.synth import Case, Declined, build_case, clone_tree
@@ -70,6 +70,15 @@ def describe(exc: BaseException) -> str:
 
 def _result(status: str, detail: str = "") -> dict:
     return {"status": status, "detail": detail[:DETAIL_LIMIT]}
+
+
+def _device_error(detail: str) -> dict:
+    """ERROR, or MISSING_FUNCTION when the error says the binding's FlagGems function is not
+    in the installed flag_gems (a version drift, not a kernel bug: see :mod:`.bindings`)."""
+    function = bindings.missing_from_detail(detail)
+    if function:
+        return _result(model.MISSING_FUNCTION, bindings.missing_detail(function, detail))
+    return _result(model.ERROR, detail)
 
 
 class CaseRunner:
@@ -136,7 +145,7 @@ class CaseRunner:
             if alternative is not None and self.device.type == "cpu" and isinstance(exc, NotImplementedError):
                 return _result(model.UNVERIFIABLE,
                                f"no CPU kernel to run the device arm on (reference: {alternative.source})")
-            return _result(model.ERROR, describe(exc))
+            return _device_error(describe(exc))
         finally:
             if clock is not None:
                 self.device_seconds = time.perf_counter() - clock

@@ -12,13 +12,16 @@ RESULTS_SCHEMA = "flagos-doctor/survey/1"
 PASS = "PASS"  # device and CPU reference agree within the dtype's tolerance
 WRONG = "WRONG"  # device ran, result differs from the reference
 ERROR = "ERROR"  # device raised (detail holds the exception; "poison" marks a dead context)
+#: the stack's binding calls a FlagGems function the installed flag_gems does not have
+#: (torch_fl's generated bindings and flag_gems versions drift apart); detail names it.
+MISSING_FUNCTION = "MISSING_FUNCTION"
 INVALID_CASE = "INVALID_CASE"  # the CPU reference rejected the synthesised input
 UNVERIFIABLE = "UNVERIFIABLE"  # no reference can judge it (reason in detail)
 CRASH = "CRASH"  # the worker died on a signal while running this case
 TIMEOUT = "TIMEOUT"  # the case ran past --timeout; its worker was replaced
 NO_SCHEMA = "NO_SCHEMA"  # the installed torch has no such overload (overload-level)
 
-CASE_STATUSES = (PASS, WRONG, ERROR, INVALID_CASE, UNVERIFIABLE, CRASH, TIMEOUT, NO_SCHEMA)
+CASE_STATUSES = (PASS, WRONG, ERROR, MISSING_FUNCTION, INVALID_CASE, UNVERIFIABLE, CRASH, TIMEOUT, NO_SCHEMA)
 #: Statuses that do not count towards a verdict (as upstream).
 NOT_COUNTED = (INVALID_CASE, UNVERIFIABLE)
 

@@ -6,7 +6,7 @@ progress bar from counts the command hands it, the table from the results docume
 
 from __future__ import annotations
 
-from flagos_doctor.survey import groups, model
+from flagos_doctor.survey import bindings, groups, model
 
 _STYLE = {
     model.STRICT: "green", model.BASIC_ONLY: "yellow", model.FAILED: "red", model.UNTESTED: "dim",
@@ -104,6 +104,7 @@ def render_summary(document: dict, output: str | None, console=None) -> None:
             f"[yellow]{summary['fallback_passes']} PASS case(s) ran through the CPU fallback, not a kernel:[/] "
             f"{names}{f' (+{more})' if more > 0 else ''}"
         )
+    _render_missing(document, console)
     _render_groups(document, console)
     bad = [
         (name, case) for name, entry in document["overloads"].items() for case in entry["cases"]
@@ -137,6 +138,24 @@ def _render_groups(document: dict, console) -> None:
                       highlight=False)
     if len(found) > SUMMARY_GROUPS:
         console.print(f"  [dim]… {len(found) - SUMMARY_GROUPS} more groups (failure_groups in the results JSON)[/]")
+
+
+def _render_missing(document: dict, console) -> None:
+    """The overloads whose binding calls a FlagGems function the installed flag_gems lacks
+    (their cases), and what the static check of the build found (its provenance)."""
+    provenance = document.get("provenance") or {}
+    line = bindings.summary_line(document["summary"], provenance.get("flag_gems"))
+    if line:
+        missing = document["summary"]["missing_functions"]
+        shown = ", ".join(f"{name} -> {function}" for name, function in list(missing.items())[:8])
+        more = len(missing) - 8
+        console.print(f"[magenta]{line}:[/] {shown}{f' (+{more})' if more > 0 else ''}")
+    static = provenance.get("flag_gems_bindings") or {}
+    if static.get("calls"):
+        console.print(
+            f"static check of {static['library']}: it calls {static['calls']} FlagGems functions, "
+            f"{len(static.get('missing') or {})} not in flag_gems {provenance.get('flag_gems')}"
+            + (f" ({len(static['overloads'])} bound overloads)" if "overloads" in static else ""))
 
 
 def _render_times(document: dict, console) -> None:

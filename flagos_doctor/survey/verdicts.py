@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from flagos_doctor.survey import model
+from flagos_doctor.survey import bindings, model
 
 
 def verdict(cases: list[dict] | None) -> str:
@@ -38,7 +38,9 @@ def summarize(route_set: list[str], overloads: dict[str, dict]) -> dict:
 
     ``overloads`` maps a name to ``{"cases": [...]}``. Returns the stable keys of the
     results file (``registered``, ``tested``, ``basic``, ``strict``, ``verdicts``,
-    ``statuses``) and, apart, how CPU fallback and the evidence of routes figure in it.
+    ``statuses``) and, apart, how CPU fallback and the evidence of routes figure in it, and
+    ``missing_functions`` {overload: the FlagGems function its binding calls that the
+    installed flag_gems lacks}, from its MISSING_FUNCTION cases.
     """
     verdicts: Counter = Counter()
     statuses: Counter = Counter()
@@ -46,6 +48,7 @@ def summarize(route_set: list[str], overloads: dict[str, dict]) -> dict:
     tested = basic = strict = 0
     fallback_overloads = []
     fallback_passes = 0
+    missing_functions = {}
     for name in route_set:
         entry = overloads.get(name)
         cases = None if entry is None else entry["cases"]
@@ -60,6 +63,8 @@ def summarize(route_set: list[str], overloads: dict[str, dict]) -> dict:
             strict += result == model.STRICT
         for case in cases:
             statuses[case["status"]] += 1
+            if case["status"] == model.MISSING_FUNCTION:
+                missing_functions[name] = bindings.missing_from_detail(case.get("detail", "")) or "?"
             routes[case.get("route", model.ROUTE_UNKNOWN)] += 1
         passes = [case for case in cases if is_fallback_pass(case)]
         fallback_passes += len(passes)
@@ -75,4 +80,5 @@ def summarize(route_set: list[str], overloads: dict[str, dict]) -> dict:
         "routes": dict(sorted(routes.items())),
         "fallback_passes": fallback_passes,
         "fallback_overloads": sorted(fallback_overloads),
+        "missing_functions": dict(sorted(missing_functions.items())),
     }
