@@ -111,6 +111,9 @@ def test_autoloaded_plugin_rename_is_attributed_to_the_plugin(autoloaded):
     assert rename["where"]["file"] == "autoplug/__init__.py" and rename["where"]["function"] == "_autoload"
     assert rename["phase"] == "autoload of autoplug (autoplug:_autoload) during import torch"
     assert autoloaded["facts"]["privateuse1"] == "autodev"
+    (module,) = events(autoloaded, "torch.autodev", "write")
+    assert module["where"]["function"] == "_autoload" and module["via"] == ["torch/__init__.py:_register_device_module"]
+    assert rename["seq"] < module["seq"]  # renamed first, as the plugin does
 
 
 def test_autoload_failure_keeps_the_cause_chain(tmp_path_factory):
