@@ -125,7 +125,8 @@ def _wrap_builtins() -> None:
             _state["on_write"](obj, name, None, sys._getframe(1), True)
 
     for wrapper, real in ((setattr, real_setattr), (delattr, real_delattr)):
-        wrapper.__module__, wrapper.__doc__, wrapper.__wrapped__ = "builtins", real.__doc__, real
+        wrapper.__module__, wrapper.__qualname__, wrapper.__doc__ = "builtins", real.__name__, real.__doc__
+        wrapper.__wrapped__ = real
     builtins.setattr, builtins.delattr = setattr, delattr
 
 
