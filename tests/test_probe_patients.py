@@ -30,7 +30,7 @@ PYTHONS = {
 }
 CLASS_PROBES = [
     "classstack.target.Thing.cuda", "classstack.target.Other.cuda",
-    "classstack.target.Counted.size", "classstack.target.Thing.name",
+    "classstack.target.Counted.size", "classstack.target.Thing.name", "classstack.target.Plain.mode",
 ]
 
 
@@ -162,6 +162,14 @@ def test_class_attribute_writes_through_a_metaclass_and_a_context_manager(python
     assert (enter["value"]["repr"], leave["value"]["repr"]) == ("'mocked'", "'thing'")
     assert enter["where"]["function"] == leave["where"]["function"] == "mocked_name"
     assert any(v.startswith("unittest/mock.py:") for v in enter["via"])
+    # A @contextmanager patching a metaclass-type class by attribute syntax and restoring it
+    # (accelerate's init_empty_weights does this to nn.Module): both stores, at their lines.
+    patch, undo = events(document, "classstack.target.Plain.mode", "write")
+    assert (patch["value"]["repr"], undo["value"]["repr"]) == ("'meta'", "'eager'")
+    assert patch["where"]["function"] == undo["where"]["function"] == "meta_mode"
+    assert patch["where"]["line"] == line_of("classstack", 'target.Plain.mode = "meta"')
+    assert undo["where"]["line"] == line_of("classstack", "target.Plain.mode = saved")
+    assert "classstack.target.Plain.mode" in {f["probe"] for f in findings(document, "patched-and-restored")}
     # A helper's setattr() names the caller, the helper in `via`.
     helper = events(document, "classstack.target.Other.cuda", "write")[-1]
     assert helper["where"]["function"] == "patch_with_helper" and helper["via"] == ["classstack/__init__.py:_replace"]

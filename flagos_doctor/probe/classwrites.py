@@ -20,7 +20,10 @@ own ``__setattr__`` forever. A class whose metaclass is ``type`` itself (``torch
 is therefore seen by Python 3.12's dict watchers; on 3.10/3.11 its writes through
 ``setattr()``/``delattr()`` (helpers, ``unittest.mock``) are seen by thin wrappers of those
 two builtins, and attribute syntax by the tracer's comparisons, its writer inferred from
-the bytecode (a patch undone before the next recorded event is not seen there).
+the bytecode. ``contextlib.contextmanager``'s ``__enter__`` and ``__exit__`` are two more
+moments to compare at (the patch-then-undo helpers, ``accelerate.init_empty_weights``, are
+such generators); a patch undone by attribute syntax inside a context manager of another
+kind, with no recorded event in between, is still not seen on 3.10/3.11.
 
 The hook fires for the instruction that actually ran (its frame and line), so a patch made
 and undone inside a context manager is seen twice. Writes to classes nobody watches pay one
@@ -128,6 +131,43 @@ def _wrap_builtins() -> None:
         wrapper.__module__, wrapper.__qualname__, wrapper.__doc__ = "builtins", real.__name__, real.__doc__
         wrapper.__wrapped__ = real
     builtins.setattr, builtins.delattr = setattr, delattr
+
+
+def watch_generator_context_managers(on_enter, on_exit) -> bool:
+    """Call ``on_enter(gen)`` after a ``@contextmanager``'s ``__enter__`` and
+    ``on_exit(code, resumed_at)`` after its ``__exit__`` (3.10/3.11); False if not possible."""
+    import contextlib
+
+    klass = getattr(contextlib, "_GeneratorContextManager", None)
+    if klass is None or "__enter__" not in vars(klass) or _state.get("contextmanager"):
+        return bool(_state.get("contextmanager"))
+    real_enter, real_exit = vars(klass)["__enter__"], vars(klass)["__exit__"]
+
+    def __enter__(self):
+        result = real_enter(self)
+        try:
+            on_enter(self.gen)
+        except Exception:
+            pass
+        return result
+
+    def __exit__(self, typ, value, traceback):
+        frame = getattr(self.gen, "gi_frame", None)
+        resumed_at = frame.f_lasti if frame is not None else None
+        try:
+            return real_exit(self, typ, value, traceback)
+        finally:
+            try:
+                on_exit(self.gen.gi_code, resumed_at)
+            except Exception:
+                pass
+
+    for wrapper, real in ((__enter__, real_enter), (__exit__, real_exit)):
+        wrapper.__module__, wrapper.__qualname__, wrapper.__doc__ = real.__module__, real.__qualname__, real.__doc__
+        wrapper.__wrapped__ = real
+    klass.__enter__, klass.__exit__ = __enter__, __exit__
+    _state["contextmanager"] = True
+    return True
 
 
 def watch_class(klass) -> bool:

@@ -134,6 +134,7 @@ class Tracer:
         self.dict_watch = None
         self.class_hook = None  # True once classwrites is installed, else why it is not
         self.torch_module = None
+        self._library_writers = False  # a context manager's generator may be any library's
         self.autoload: dict[str, str] = {}  # torch.backends entry point name -> its value
         self._hooked_write = False
         for name in probes:
@@ -344,10 +345,32 @@ class Tracer:
             return False
         if classwrites.watch_class(klass):
             return True
+        if type(klass) is type and sys.version_info < (3, 12):
+            classwrites.watch_generator_context_managers(self.after_enter, self.after_exit)
         if type(klass) is not type:
             self.notice(f"{name}: its metaclass {type(klass).__qualname__} has its own C setattr; its probes "
                         "are compared at each event and step boundary")
         return False
+
+    def after_enter(self, generator) -> None:
+        """A ``@contextmanager`` entered: its patches are made; its frame waits at ``yield``."""
+        frame = getattr(generator, "gi_frame", None)
+        if frame is not None and not self.busy:
+            self._library_writers = True
+            try:
+                self.check(frame)
+            finally:
+                self._library_writers = False
+
+    def after_exit(self, code, resumed_at) -> None:
+        """A ``@contextmanager`` exited: its undo ran after ``resumed_at`` in ``code``."""
+        if self.busy or resumed_at is None:
+            return
+        self._library_writers = True
+        try:
+            self.check(_Finished(code, resumed_at))
+        finally:
+            self._library_writers = False
 
     def notice(self, text: str) -> None:
         self.emit({"t": "notice", "text": text})
@@ -537,6 +560,11 @@ class Tracer:
             return f"module {module}" if module else None
         except Exception:
             return None
+
+    def _is_library_file(self, path: str) -> bool:
+        """Code that is neither torch's, the standard library's nor ours."""
+        return not (path.startswith("<") or path.startswith(_OWN_DIR) or _is_stdlib(path)
+                    or (self.torch_dir is not None and path.startswith(self.torch_dir)))
 
     def _is_stack_file(self, path: str) -> bool:
         return any(path.startswith(d) for d in self.stack_dirs)
@@ -793,9 +821,10 @@ class Tracer:
         names = _PU1_WRITERS if probe["kind"] == "state" else {probe["attr"]}
         opnames = ("STORE_ATTR",) if probe["kind"] != "state" else ("LOAD_ATTR", "LOAD_GLOBAL", "LOAD_METHOD")
         while frame is not None:
-            if self._is_stack_file(frame.f_code.co_filename):
+            path = frame.f_code.co_filename
+            if self._is_stack_file(path) or (self._library_writers and self._is_library_file(path)):
                 owner = probe["owner_path"].rpartition(".")[2] if probe["kind"] != "state" else None
-                line = _store_line(frame, names, opnames, owner)
+                line = _store_line(frame, names, opnames, owner, getattr(frame, "resumed_at", -1))
                 if line is not None:
                     return frame, line
             frame = frame.f_back
@@ -1069,13 +1098,28 @@ _LOADS = ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST", "LOAD_DEREF", "LOAD_FAST_CHEC
 _NEUTRAL = ("CACHE", "EXTENDED_ARG", "NOP", "PRECALL")
 
 
-def _store_line(frame, names, opnames, owner=None):
+class _Finished:
+    """Stands for the frame of a generator that has run to its end after ``resumed_at``:
+    the stores that ran are after that offset (``_store_line`` looks at those only)."""
+
+    f_back = None
+
+    def __init__(self, code, resumed_at):
+        self.f_code = code
+        self.resumed_at = resumed_at
+        self.f_lasti = 1 << 30
+        self.f_lineno = code.co_firstlineno
+        self.f_globals = {}
+
+
+def _store_line(frame, names, opnames, owner=None, start=-1):
     """The line of the store that ran last before the frame's current instruction.
 
     A store is an instruction in ``opnames`` on one of ``names``. Given ``owner`` (the last
     part of the probe's owner, ``Module`` for ``torch.nn.Module.cuda``), a store whose object
     expression ends in that name (``torch.nn.Module.cuda = ...``) is preferred to one on
-    another object with the same attribute (``torch.Tensor.cuda = ...``).
+    another object with the same attribute (``torch.Tensor.cuda = ...``). Only stores after
+    offset ``start`` count (a generator resumed there and ran to its end).
     """
     import dis
 
@@ -1090,7 +1134,7 @@ def _store_line(frame, names, opnames, owner=None):
                 line = number
             if instr.offset > frame.f_lasti:
                 break
-            if instr.opname in opnames and instr.argval in names:
+            if instr.opname in opnames and instr.argval in names and instr.offset > start:
                 found = line
                 if owner is not None and chain and chain[-1] == owner:
                     owned = line
