@@ -214,6 +214,14 @@ def test_property_backed_module_attribute_write_is_not_a_delete():
     assert write["where"]["line"] == line_of("propstack", "settings.level = 3")
 
 
+def test_looking_for_a_probe_never_wakes_a_lazy_module():
+    document = probe(imports=["lazymod"], exercise=False, watch=["lazymod.heavy.value"])
+    assert document["outcome"] == "ok", document["child"]
+    assert not events(document, "$FLAGOS_LAZYMOD_LOADED")
+    state = next(p for p in document["probes"] if p["name"] == "lazymod.heavy.value")
+    assert state["resolved"] is False
+
+
 def test_bound_method_probe_is_compared_by_what_it_is():
     # os.environ.get makes a new bound method at every look.
     document = probe(imports=["seedfix"], exercise=False, watch=["os.environ.get", "os.environ.setdefault"])

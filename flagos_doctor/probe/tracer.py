@@ -1027,9 +1027,11 @@ def _static_get(owner, attr):
     """``owner.attr`` without running our hooks (and without module ``__getattr__`` side effects).
 
     For a module of its own class, what that class makes of the name comes first, as in
-    Python's lookup: a property (a data descriptor) wins over the module dict, and the class's
-    ``__getattr__`` (torch's config modules keep their values there) answers for names the
-    dict lacks. A module-level ``__getattr__`` (PEP 562, often a lazy import) is never called.
+    Python's lookup: a property (a data descriptor) wins over the module dict. A class that
+    keeps its values outside the dict (its own ``__setattr__`` and ``__getattr__``: torch's
+    config modules) is asked through its ``__getattr__`` for names the dict lacks. A lazy
+    module's ``__getattr__`` (a class ``__getattr__`` alone, transformers' ``_LazyModule``, or
+    PEP 562's module-level one) imports on demand, and is never called.
     """
     try:
         if isinstance(owner, types.ModuleType):
@@ -1049,7 +1051,7 @@ def _static_get(owner, attr):
                 return data[attr]
             getattr_ = next((b.__dict__["__getattr__"] for b in klass.__mro__
                              if b is not types.ModuleType and "__getattr__" in b.__dict__), None)
-            if getattr_ is not None:
+            if getattr_ is not None and klass.__setattr__ is not types.ModuleType.__setattr__:
                 try:
                     return getattr_(owner, attr)
                 except AttributeError:
