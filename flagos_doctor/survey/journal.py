@@ -117,6 +117,15 @@ class Journal:
         files.atomic_write_text(self.path, "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines))
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
 
+    def checkpoint(self, document: dict) -> None:
+        """Write ``document`` and restart the journal from it: what the journal held is in the
+        results file now, so later edits of finished cases (confirmation) are not undone by a
+        replay of the journal after a kill."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.start(document)
+
     # -- while running ---------------------------------------------------------------------
     def _append(self, record: dict) -> None:
         data = (json.dumps(record, sort_keys=True) + "\n").encode()
