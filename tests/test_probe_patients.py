@@ -248,6 +248,8 @@ def test_alias_missing_only_for_flagos_or_a_declared_alias():
     assert not findings(plain, "alias-missing")
     assert plain["facts"]["alias_declared"] is False
     declared = probe({"FLAGOS_ALIAS_CUDA": "1"}, imports=["lazystack"], exercise=False)
+    if declared["facts"]["native_cuda_available"]["repr"] == "True":
+        pytest.skip("this machine has a CUDA runtime: no alias is owed")  # the H200
     (alias,) = findings(declared, "alias-missing")
     assert "'lazydev'" in alias["message"]
 
