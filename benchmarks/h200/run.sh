@@ -8,6 +8,7 @@
 #   bash benchmarks/h200/run.sh stock 5.0.2      # the same route set on stock torch (--stack torch)
 #   bash benchmarks/h200/run.sh again 5.0.2      # a second, fresh survey of 5.0.2; compare the censuses
 #   bash benchmarks/h200/run.sh probe            # probe the stack with flag_gems imported
+#   bash benchmarks/h200/run.sh patients         # the probe on stacks nobody here wrote (Python 3.12 + torch)
 #   bash benchmarks/h200/run.sh speed cold|warm  # pooled vs per-overload, 26 overloads
 #   bash benchmarks/h200/run.sh scale            # --devices 0,1 vs one device (2 GPUs)
 #   bash benchmarks/h200/run.sh torchfl-survey    # the ready torch_fl 1adbc97 build, its flagos_python routes
@@ -112,6 +113,19 @@ case "$step" in
     python3 -m flagos_doctor probe --stack flag_gems --json "$OUT/probe-h200-flag_gems.json" \
       --markdown "$OUT/probe-h200-flag_gems.md" --timeout 300
     echo "probe exit: $?"
+    ;;
+  patients)
+    # Python 3.12 with torch: nn.Module (metaclass type) through dict watchers, torch.Tensor
+    # through classwrites, autoloaded plugins; the CPU machine has torch on 3.11 only.
+    export PYTHONPATH=$REPO/tests/fixtures/probe_stacks:$REPO
+    python3 -m flagos_doctor probe --import torchclasses --no-exercise --watch torch.nn.Module.cuda \
+      --watch torch.nn.Module.register_parameter --json "$OUT/probe-h200-torchclasses.json"
+    echo "probe exit: $?"
+    if python3 -c "import pytest" 2>/dev/null; then
+      python3 -m pytest -q -p no:cacheprovider tests/test_probe_patients.py 2>&1 | tail -25
+    else
+      echo "no pytest on this machine: only the probe above ran"
+    fi
     ;;
   speed)
     export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO
