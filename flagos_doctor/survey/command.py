@@ -338,7 +338,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         from flagos_doctor.console import output_console
 
         if not tasks and not this_run.get("confirm", {}).get("ran"):
-            Console(stderr=True, soft_wrap=True).print(
+            output_console(stderr=True).print(
                 f"complete: {len(selected)} overloads from {journal.output}, nothing run; --rerun to run them again")
         progress.render_summary(doc, journal.output, output_console(stderr=stream_is_json))
         if provenance.get("store_path"):
