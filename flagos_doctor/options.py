@@ -39,6 +39,7 @@ class SurveyOptions:
     isolation: str = "pooled"  # pooled | per-overload
     tasks: str = "cases"  # cases | overloads: what a pooled worker takes at a time
     timeout: float = 120.0
+    start_timeout: float = 600.0  # seconds for a worker to import the stack and say it is ready
     keep_env: bool = False
     output: str | None = None  # the results file (journal is kept beside it)
     json_path: str | None = None

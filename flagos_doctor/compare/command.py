@@ -11,6 +11,7 @@ import sys
 
 from rich.console import Console
 
+from flagos_doctor import checks
 from flagos_doctor.compare import arms as arms_mod
 from flagos_doctor.compare import markdown, terminal
 from flagos_doctor.compare.diff import compare, exit_code
@@ -83,6 +84,8 @@ def _emit(options: CompareOptions, comparison: dict, stderr: Console) -> None:
 def run(options: CompareOptions) -> int:
     if options.fail_on not in FAIL_ON:
         raise BadInput(f"--fail-on must be one of {', '.join(FAIL_ON)}, not {options.fail_on!r}")
+    checks.writable_file(options.json_path, "--json")
+    checks.writable_file(options.markdown_path, "--markdown")
     stderr = Console(stderr=True)
     comparison = build_comparison(options, say=None if not options.quiet else (lambda line: None))
     diffs = comparison["differences"]

@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 
-from flagos_doctor import files
+from flagos_doctor import checks, files
 from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, BadInput
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor.store import Store, safe_name
@@ -51,8 +51,15 @@ def _validate(options: SurveyOptions) -> None:
         raise BadInput("give --conf or --routes, not both")
     if options.workers < 1:
         raise BadInput("--workers must be at least 1")
-    if options.timeout <= 0:
-        raise BadInput("--timeout must be positive")
+    checks.seconds(options.timeout, "--timeout")
+    checks.seconds(options.start_timeout, "--start-timeout")
+    checks.interpreter(options.python, "--python")
+    # Every place the survey will write, tried now: not after an hour of cases.
+    checks.writable_file(options.output or default_output(options.stack), "--output")
+    checks.writable_file(options.census_path, "--census")
+    checks.writable_file(options.json_path, "--json")
+    if not options.no_store:
+        checks.writable_folder(Store(options.store).root, "--store")
 
 
 def _load_spec(path: str | None):
@@ -157,7 +164,7 @@ def _run(options: SurveyOptions) -> int:
         spec=os.path.abspath(options.spec) if options.spec else None,
         conf=os.path.abspath(options.conf) if options.conf else None,
         backend=options.backend, timeout=options.timeout, keep_env=options.keep_env,
-        devices=list(options.devices), startup_timeout=max(600.0, options.timeout),
+        devices=list(options.devices), startup_timeout=options.start_timeout,
     )
     workers = pool_module.Pool(config, options.workers, per_overload=options.isolation == "per-overload")
     try:
@@ -291,12 +298,18 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
     doc = document()
     done = all(name in journal.finished for name in selected)
     journal.close(done, doc)
-    _write_outputs(options, doc)
     if done and doc["complete"] and not options.no_store:
         store = Store(options.store)
         doc_key = provenance.get("store_key") or f"{options.stack}-unknown"
         filed = store.file("survey", doc_key, results.fingerprint(journal.comparable), journal.output)
         provenance["store_path"] = filed
+    # The results file and the store hold the survey by now: a copy that cannot be written
+    # (a full disk) is one line after the summary, and nothing is lost.
+    unwritten = None
+    try:
+        _write_outputs(options, doc)
+    except BadInput as exc:
+        unwritten = exc
     if not options.quiet:
         stream_is_json = options.json_path == "-"
         from rich.console import Console
@@ -306,6 +319,8 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
             Console(stderr=stream_is_json).print(f"filed in the store: {provenance['store_path']}")
     if interrupted:
         raise KeyboardInterrupt
+    if unwritten is not None:
+        raise unwritten
     if fatal:
         if fatal.get("missing"):
             raise BadInput(f"no importable stack module {options.stack!r}", "--stack")
@@ -359,8 +374,7 @@ def _write_outputs(options: SurveyOptions, doc: dict) -> None:
     if options.census_path:
         files.atomic_write_text(options.census_path, results.census_of(doc))
     if options.json_path == "-":
-        sys.stdout.write(files.dump_json(doc))
-        sys.stdout.flush()
+        files.write_stdout(files.dump_json(doc), "--json")
     elif options.json_path:
         files.write_json(options.json_path, doc)
 

@@ -15,7 +15,7 @@ import os
 
 from flagos_doctor import files
 from flagos_doctor.errors import BadInput
-from flagos_doctor.survey import model
+from flagos_doctor.survey import model, results
 
 #: What must match for a results file to be resumed (or compared); in this order.
 COMPARABLE_FIELDS = ("harness_version", "route_set_sha256", "spec_sha256", "stack", "backend", "device", "store_key")
@@ -50,9 +50,7 @@ class Journal:
     def load(self) -> None:
         """Read what an earlier run of the same survey left (results file, then journal)."""
         if os.path.exists(self.output):
-            document = files.load_json(self.output, "flagos-doctor/survey/")
-            if document.get("schema") != model.RESULTS_SCHEMA:
-                raise BadInput(f"field 'schema' is {document.get('schema')!r}, expected {model.RESULTS_SCHEMA}", self.output)
+            document = results.load(self.output)
             check_comparable(document.get("comparable", {}), self.comparable, self.output)
             self._seen.append((document.get("comparable", {}), self.output))
             self.previous = document
