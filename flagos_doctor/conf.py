@@ -115,10 +115,11 @@ def _parse_into(path: str, routes: dict[str, Route], stack: list[str], where: st
         name, backend = name.strip(), backend.strip()
         if not sep:
             raise BadInput(f"expected 'op.overload = backend' or 'include PATH', got {excerpt(raw)}", here)
+        # The whole line is scrubbed as one, so NAME=value of a secret-named NAME is masked.
         if not _OVERLOAD_RE.match(name):
-            raise BadInput(f"not an overload name: {excerpt(name)}", here)
+            raise BadInput(f"not an overload name in {excerpt(raw)}", here)
         if not _BACKEND_RE.match(backend):
-            raise BadInput(f"not a backend name: {excerpt(backend)} (for {name})", here)
+            raise BadInput(f"not a backend name in {excerpt(raw)}", here)
         if backend.lower() not in KNOWN_BACKENDS:
             raise BadInput(
                 f"unknown backend {backend!r} for {name} (torch_fl knows {', '.join(KNOWN_BACKENDS)}; "

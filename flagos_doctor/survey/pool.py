@@ -21,6 +21,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from flagos_doctor import redact
 from flagos_doctor.childproc import Child, ChildEnded, ChildTimeout, tail_text
 from flagos_doctor.survey import model, stacks
 
@@ -86,7 +87,11 @@ class WorkerProcess:
         self.slot = slot
         self.capture = os.path.join(config.scratch, f"worker-{slot}-{number}.log")
         clock = time.monotonic()
-        self.child = Child(config.python, WORKER_MODULE, env=config.env(slot))
+        env = config.env(slot)
+        # Every text from the stack (exception messages, stderr tails, paths) is scrubbed
+        # of the secrets of the environment it ran in, before anything keeps it.
+        self._secrets = redact.secret_values(env)
+        self.child = Child(config.python, WORKER_MODULE, env=env)
         self.ready: dict | None = None
         self.start_seconds: float | None = None  # spawn to ready: mostly the stack's import
         try:
@@ -107,9 +112,10 @@ class WorkerProcess:
             self.close()
             raise StackFailed(f"stack {config.stack!r} did not start within {config.startup_timeout:.0f}s")
         except ChildEnded as exc:
-            tail = self.child.stderr_tail(12)
+            tail = self.scrub(self.child.stderr_tail(12))
             self.close()
             raise StackFailed(f"stack {config.stack!r} worker {exc.end.describe()} while starting: {tail[-800:]}")
+        record = self.scrub(record)
         if record.get("kind") != "ready":
             self.close()
             raise StackFailed(f"stack {config.stack!r} failed to start: {record.get('error')}", bool(record.get("missing")))
@@ -119,7 +125,7 @@ class WorkerProcess:
     # -- the stack's own list ------------------------------------------------------------
     def registered(self) -> list[str]:
         self.child.send({"op": "list"})
-        record = self.child.recv(self.config.startup_timeout)
+        record = self.scrub(self.child.recv(self.config.startup_timeout))
         if record.get("kind") != "registered":
             raise StackFailed(f"stack {self.config.stack!r} cannot list its overloads: {record.get('error')}")
         return record["overloads"]
@@ -132,6 +138,7 @@ class WorkerProcess:
         CRASH / TIMEOUT / poisoned ERROR was reported) or ``"idle"`` (the worker died or hung
         before starting any case of this request: nothing was recorded).
         """
+        report = self._scrubbing(report)
         in_flight = None
         self._offset = 0
         self._case_clock = time.monotonic()
@@ -174,6 +181,13 @@ class WorkerProcess:
             report(Event("case", name, self._ended_case(name, in_flight, model.CRASH, f"worker {exc.end.describe()}", exc.end.signal)))
             self.close()
             return "ended"
+
+    def scrub(self, obj):
+        """``obj`` without the secrets of the worker's environment (:mod:`flagos_doctor.redact`)."""
+        return redact.scrub(obj, self._secrets)
+
+    def _scrubbing(self, report):
+        return lambda event: report(Event(event.kind, event.overload, self.scrub(event.data)))
 
     def _ended_case(self, name: str, profile: str, status: str, detail: str, signal: str | None = None) -> dict:
         """The record of a case its worker did not survive: what it printed since it started
