@@ -285,3 +285,148 @@ def test_atomic_write_failure_names_the_file_and_keeps_the_old_version(tmp_path)
     with pytest.raises(BadInput, match="cannot write"):
         files.write_json("/proc/sys/flagos-doctor.json", {"n": 2})
     assert json.loads(path.read_text())["n"] == 1
+
+
+# -- results files read back -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    """A complete survey of two demo overloads: (folder, results path)."""
+    tmp = tmp_path_factory.mktemp("small")
+    (tmp / "two.conf").write_text("abs = flagos_python\nneg = flagos_python\n")
+    done = survey(tmp, "--stack", "demo", "--conf", "two.conf", "--no-store", "-o", "r.json")
+    assert done.returncode == 0, done.stderr
+    return tmp, tmp / "r.json"
+
+
+@pytest.mark.parametrize("damage, field", [
+    (lambda d: d.update(schema="flagos-doctor/survey/2"), "schema"),
+    (lambda d: d["overloads"]["abs"].update(verdict=3), "overloads.abs.verdict"),
+    (lambda d: d["overloads"]["abs"].update(verdict="GREAT"), "overloads.abs.verdict"),
+    (lambda d: d["overloads"]["abs"].update(cases="PASS"), "overloads.abs.cases"),
+    (lambda d: d["overloads"]["abs"].update(cases={"2d-f32": "PASS"}), "overloads.abs.cases"),
+    (lambda d: d["overloads"]["abs"]["cases"][0].pop("status"), "overloads.abs.cases[0].status"),
+    (lambda d: d["overloads"].update(neg=["STRICT"]), "overloads.neg"),
+])
+def test_damaged_results_files_are_refused_naming_the_field(small_run, tmp_path, damage, field):
+    _, path = small_run
+    doc = json.loads(path.read_text())
+    damage(doc)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    for args in (["--compare", str(path), str(bad)], ["--stack", "demo", "--conf", str(path.parent / "two.conf"), "--no-store", "-o", str(bad)]):
+        done = survey(tmp_path, *args, timeout=120)
+        line = one_line_error(done)
+        assert str(bad) in line and f"'{field}'" in line, line
+    if "status" not in field:
+        return  # one report is enough: it reads through the same check
+    # The report never stops for a piece it cannot use: it says why, naming the field.
+    done = run_cli("report", "--survey", str(bad), "--markdown", str(tmp_path / "r.md"), cwd=str(tmp_path), timeout=300)
+    assert f"'{field}'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_census_digest_in_a_file_is_never_trusted(small_run, tmp_path):
+    """B lost a case's PASS but kept A's census_sha256: the comparison recomputes both
+    digests, says "no" and names the regression."""
+    _, path = small_run
+    a = json.loads(path.read_text())
+    b = json.loads(path.read_text())
+    b["overloads"]["abs"]["cases"][0]["status"] = "WRONG"
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    done = survey(tmp_path, "--compare", str(path), "b.json", "--json", "cmp.json", "-q", timeout=120)
+    assert done.returncode == 1, done.stderr
+    comparison = json.loads((tmp_path / "cmp.json").read_text())
+    assert comparison["census_identical"] is False and comparison["regressions"] == 1
+    assert comparison["census_sha256"]["a"] == a["census_sha256"] != comparison["census_sha256"]["b"]
+
+
+# -- concurrency and processes ---------------------------------------------------------------------
+
+
+HANG_ON_IMPORT = "import time\ntime.sleep(3600)\ndef setup():\n    return 'cpu'\n"
+
+
+def _wait_for(predicate, what, limit=300):
+    # A bound for a broken run only: a slow machine waits longer, never fails sooner.
+    deadline = time.monotonic() + limit
+    while not predicate():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_a_second_writer_of_one_results_file_is_refused_naming_the_holder(tmp_path):
+    (tmp_path / "hangstack.py").write_text(HANG_ON_IMPORT)
+    (tmp_path / "two.conf").write_text("abs = flagos_python\nneg = flagos_python\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), REPO_ROOT))}
+    first = subprocess.Popen([sys.executable, "-m", "flagos_doctor", "survey", "--stack", "hangstack", "--conf", "two.conf",
+                              "--no-store", "-o", "r.json", "-q"], cwd=str(tmp_path), env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        lock_file = tmp_path / "r.json.lock"
+        _wait_for(lambda: lock_file.exists() and f"pid {first.pid} " in lock_file.read_text(), "the first survey's lock")
+        done = survey(tmp_path, "--stack", "demo", "--conf", "two.conf", "--ops", "abs", "--no-store", "-o", "r.json",
+                      env={"PYTHONPATH": env["PYTHONPATH"]}, timeout=120)
+        line = one_line_error(done)
+        assert "r.json" in line and f"pid {first.pid} " in line and "--output" in line
+    finally:
+        first.kill()  # SIGKILL: the kernel drops its lock
+        first.wait()
+    done = survey(tmp_path, "--stack", "demo", "--conf", "two.conf", "--no-store", "-o", "r.json", timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["complete"] is True
+    assert not (tmp_path / "r.json.lock").exists()
+
+
+def test_a_stack_that_hangs_on_import_honours_the_start_timeout(tmp_path):
+    (tmp_path / "hangstack.py").write_text(HANG_ON_IMPORT)
+    (tmp_path / "two.conf").write_text("abs = flagos_python\nneg = flagos_python\n")
+    done = survey(tmp_path, "--stack", "hangstack", "--conf", "two.conf", "--no-store", "--start-timeout", "3", "-q",
+                  env={"PYTHONPATH": os.pathsep.join((str(tmp_path), REPO_ROOT))}, timeout=300)
+    line = one_line_error(done, 1)
+    assert "did not start within 3s" in line
+
+
+FORK_THEN_SEGFAULT = """
+import ctypes, os, time
+import flagos_doctor.demo, torch
+lib = torch.library.Library("aten", "IMPL")
+def neg(x):
+    pid = os.fork()
+    if pid == 0:  # the grandchild: holds the worker's record pipe open for an hour
+        time.sleep(3600)
+        os._exit(0)
+    with open(os.environ["GRANDCHILDREN"], "a") as handle:
+        handle.write(f"{pid}\\n")
+    ctypes.string_at(0)
+lib.impl("neg", neg, "PrivateUse1")
+def setup():
+    return "flagos"
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_kernel_that_forks_then_segfaults_is_a_crash_not_a_timeout(tmp_path):
+    (tmp_path / "forkstack.py").write_text(FORK_THEN_SEGFAULT)
+    (tmp_path / "neg.conf").write_text("neg = flagos_python\n")
+    grandchildren = tmp_path / "grandchildren.txt"
+    env = {"PYTHONPATH": os.pathsep.join((str(tmp_path), REPO_ROOT)), "GRANDCHILDREN": str(grandchildren)}
+    # Waiting for the pipe's end would record TIMEOUT after 120 s a case, and this test
+    # would run out of its own time; the worker's death is seen when it happens.
+    done = survey(tmp_path, "--stack", "forkstack", "--conf", "neg.conf", "--no-store", "-o", "r.json",
+                  "--timeout", "120", "--tasks", "overloads", env=env, timeout=500)
+    assert done.returncode == 0, done.stderr
+    cases = json.loads((tmp_path / "r.json").read_text())["overloads"]["neg"]["cases"]
+    crashed = [c for c in cases if c["status"] == "CRASH"]
+    assert crashed and all(c.get("signal") == "SIGSEGV" for c in crashed), cases
+    assert not [c for c in cases if c["status"] == "TIMEOUT"], cases
+    pids = [int(line) for line in grandchildren.read_text().split()]
+    assert len(pids) == len(crashed)
+    _wait_for(lambda: not any(_alive(pid) for pid in pids), "the grandchildren to be killed with their group", 60)

@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 
-from flagos_doctor import checks, files
+from flagos_doctor import checks, files, lock
 from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, BadInput
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor.store import Store, safe_name
@@ -166,11 +166,13 @@ def _run(options: SurveyOptions) -> int:
         backend=options.backend, timeout=options.timeout, keep_env=options.keep_env,
         devices=list(options.devices), startup_timeout=options.start_timeout,
     )
-    workers = pool_module.Pool(config, options.workers, per_overload=options.isolation == "per-overload")
-    try:
-        return _survey(options, spec, spec_dict, config, workers)
-    finally:
-        workers.close()
+    # One survey at a time writes a results file and its journal.
+    with lock.hold(options.output or default_output(options.stack), "--output"):
+        workers = pool_module.Pool(config, options.workers, per_overload=options.isolation == "per-overload")
+        try:
+            return _survey(options, spec, spec_dict, config, workers)
+        finally:
+            workers.close()
 
 
 def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.WorkerConfig,
