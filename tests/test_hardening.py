@@ -430,3 +430,62 @@ def test_a_kernel_that_forks_then_segfaults_is_a_crash_not_a_timeout(tmp_path):
     pids = [int(line) for line in grandchildren.read_text().split()]
     assert len(pids) == len(crashed)
     _wait_for(lambda: not any(_alive(pid) for pid in pids), "the grandchildren to be killed with their group", 60)
+
+
+DETACH_THEN_HANG = """
+import os, subprocess, time
+import flagos_doctor.demo, torch
+lib = torch.library.Library("aten", "IMPL")
+def neg(x):
+    # A detached process (its own session: the group kill cannot reach it), then a hang.
+    child = subprocess.Popen(["sleep", "3600"], start_new_session=True)
+    with open(os.environ["DETACHED"], "w") as handle:
+        handle.write(f"{child.pid}\\n")
+    time.sleep(3600)
+lib.impl("neg", neg, "PrivateUse1")
+def setup():
+    return "flagos"
+"""
+
+
+def test_what_a_killed_survey_left_behind_is_cleaned_at_the_next_start(tmp_path):
+    (tmp_path / "detachstack.py").write_text(DETACH_THEN_HANG)
+    (tmp_path / "neg.conf").write_text("neg = flagos_python\n")
+    scratch_root = tmp_path / "tmp"
+    scratch_root.mkdir()
+    detached = tmp_path / "detached.txt"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), REPO_ROOT)), "TMPDIR": str(scratch_root),
+           "DETACHED": str(detached)}
+    first = subprocess.Popen([sys.executable, "-m", "flagos_doctor", "survey", "--stack", "detachstack", "--conf", "neg.conf",
+                              "--no-store", "-o", "r.json", "-q"], cwd=str(tmp_path), env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for(lambda: detached.exists() and detached.read_text().endswith("\n"), "the detached process")
+    first.kill()
+    first.wait()
+    pid = int(detached.read_text())
+    left = [name for name in os.listdir(scratch_root) if name.startswith("flagos-survey-")]
+    assert _alive(pid) and len(left) == 1  # what kill -9 leaves
+    done = subprocess.run([sys.executable, "-m", "flagos_doctor", "survey", "--stack", "demo", "--conf", "neg.conf",
+                           "--no-store", "-o", "again.json", "-q"], cwd=str(tmp_path), env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    _wait_for(lambda: not _alive(pid), "the detached process to be killed", 60)
+    assert not [name for name in os.listdir(scratch_root) if name.startswith("flagos-survey-")]
+    run = json.loads((tmp_path / "again.json").read_text())["provenance"]["runs"][-1]
+    assert run["leftovers_cleaned"] == {"folders": 1, "processes": 1}
+
+
+def test_a_large_route_set_rewrites_the_results_file_a_bounded_number_of_times(tmp_path):
+    """400 routes (399 not in torch: NO_SCHEMA, cheap): the journal takes every event and
+    the results file is compacted about journal.COMPACTIONS times, not once per overload."""
+    from flagos_doctor.survey import journal
+
+    count = 400
+    (tmp_path / "many.conf").write_text("abs = flagos_python\n" + "".join(f"no_such_op_{i} = flagos_python\n" for i in range(count - 1)))
+    done = survey(tmp_path, "--stack", "demo", "--conf", "many.conf", "--no-store", "-o", "r.json", "-q", "--census", "c.txt")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["complete"] and doc["summary"]["verdicts"] == {"STRICT": 1, "NO_SCHEMA": count - 1}
+    assert 1 <= doc["provenance"]["runs"][-1]["compactions"] <= journal.COMPACTIONS + 1
+    assert len((tmp_path / "c.txt").read_text().splitlines()) == count - 1 + len(doc["overloads"]["abs"]["cases"])
+    assert not (tmp_path / "r.json.journal").exists()

@@ -224,6 +224,8 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
             "tasks": task_size,
             "workers": options.workers, "devices": list(options.devices), "rerun": options.rerun,
         }
+        if any(workers.leftovers.values()):  # what surveys killed before had left behind
+            this_run["leftovers_cleaned"] = dict(workers.leftovers)
         provenance = {
             **found,
             "routes": route_set.provenance(),
@@ -275,7 +277,8 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
                     outstanding[event.overload] -= 1
                     if outstanding[event.overload] == 0:  # its last task: the overload is finished
                         journal.record_end(event.overload)
-                        files.write_json(journal.output, document())
+                        if journal.compact_due(len(route_set.overloads)):
+                            journal.compact(document())
                         view.end(event.overload, verdict_of(journal.finished[event.overload]))
                 elif event.kind == "replaced":
                     view.note(f"worker {event.data['slot']} replaced after {event.overload}: {event.data['why']}")
@@ -296,6 +299,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
     this_run["ended"] = ended
     this_run["seconds"] = round(time.monotonic() - clock, 3)
     this_run["worker_starts"] = workers.start_figures()
+    this_run["compactions"] = journal.compactions
     provenance["ended"] = ended
     doc = document()
     done = all(name in journal.finished for name in selected)

@@ -16,14 +16,14 @@ from __future__ import annotations
 import os
 import queue
 import statistics
-import tempfile
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
 
 from flagos_doctor import redact
 from flagos_doctor.childproc import Child, ChildEnded, ChildTimeout, tail_text
-from flagos_doctor.survey import model, stacks
+from flagos_doctor.survey import model, scratch, stacks
 
 WORKER_MODULE = "flagos_doctor.survey.worker"
 #: A replacement worker that cannot start this many times in a row ends the survey.
@@ -63,6 +63,8 @@ class WorkerConfig:
         if self.devices:
             env[stack.visible_devices_var] = self.devices[slot % len(self.devices)]
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        if self.scratch:
+            env[scratch.MARK_VAR] = self.scratch  # inherited by all it starts: found again after a kill -9
         return env
 
 
@@ -247,9 +249,10 @@ class Pool:
         self._given_up: set[str] = set()  # overloads with an overload-level record ("-"): skip their other tasks
         self._tasks_ready = threading.Event()
         self._own_scratch = None
+        #: What surveys killed before left behind, cleaned now (:mod:`.scratch`).
+        self.leftovers = scratch.clean_leftovers()
         if not config.scratch:
-            self._own_scratch = tempfile.TemporaryDirectory(prefix="flagos-survey-")
-            config.scratch = self._own_scratch.name
+            self._own_scratch = config.scratch = scratch.create()
 
     def start_worker(self, slot: int, list_only: bool = False) -> WorkerProcess:
         worker = WorkerProcess(self.config, slot, list_only=list_only)
@@ -333,7 +336,7 @@ class Pool:
             for worker in self._live.values():
                 worker.close()
         if self._own_scratch is not None:
-            self._own_scratch.cleanup()
+            shutil.rmtree(self._own_scratch, ignore_errors=True)
 
     # -- one slot (a thread) ---------------------------------------------------------------
     def _slot(self, slot: int, worker: WorkerProcess | None) -> None:
