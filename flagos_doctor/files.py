@@ -20,6 +20,8 @@ from flagos_doctor.errors import BadInput
 
 #: Largest JSON document read (a results file of 50,000 overloads is tens of MB).
 MAX_JSON_BYTES = 1 << 30
+#: Largest YAML file read (a survey spec, a watch file: a few KB).
+MAX_YAML_BYTES = 1 << 20
 
 
 def describe_kind(mode: int) -> str:
@@ -151,3 +153,28 @@ def load_json(path: str | os.PathLike, schema_prefix: str | None = None) -> dict
         if not isinstance(schema, str) or not schema.startswith(schema_prefix):
             raise BadInput(f"field 'schema' is {schema!r}, expected {schema_prefix}N", where)
     return document
+
+
+def load_yaml(path: str | os.PathLike, what: str = "YAML file"):
+    """The parsed YAML of ``path`` (any type; None for an empty file).
+
+    Raises BadInput naming the file (and line) for a missing, special, oversized,
+    malformed or absurdly nested file.
+    """
+    import yaml
+
+    where = os.fspath(path)
+    try:
+        text = read_regular_text(where, MAX_YAML_BYTES, what)
+    except FileNotFoundError:
+        raise BadInput(f"{what} not found: {where}", where) from None
+    except OSError as exc:
+        raise BadInput(f"cannot read {what}: {exc.strerror or exc}", where) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"{where}:{mark.line + 1}" if mark is not None else where
+        raise BadInput(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", at) from None
+    except RecursionError:
+        raise BadInput(f"{what} nested too deeply", where) from None

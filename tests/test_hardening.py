@@ -489,3 +489,22 @@ def test_a_large_route_set_rewrites_the_results_file_a_bounded_number_of_times(t
     assert 1 <= doc["provenance"]["runs"][-1]["compactions"] <= journal.COMPACTIONS + 1
     assert len((tmp_path / "c.txt").read_text().splitlines()) == count - 1 + len(doc["overloads"]["abs"]["cases"])
     assert not (tmp_path / "r.json.journal").exists()
+
+
+@pytest.mark.parametrize("command, option", [("survey", "--spec"), ("probe", "--watch-file")])
+def test_yaml_inputs_nested_or_special(tmp_path, command, option):
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    for path, needle in ((str(deep), "nested too deeply"), ("/dev/zero", "character device")):
+        done = run_cli(command, option, path, *(["--no-store"] if command == "survey" else ["--no-exercise"]),
+                       cwd=str(tmp_path), timeout=120)
+        line = one_line_error(done)
+        assert path in line and needle in line, line
+
+
+@pytest.mark.parametrize("command", ["probe", "report"])
+@pytest.mark.parametrize("option", ["--json", "--markdown"])
+def test_probe_and_report_outputs_into_a_directory_are_refused_before_the_child_runs(tmp_path, command, option):
+    done = run_cli(command, option, str(tmp_path), *(["--stack", "demo"] if command == "probe" else []), cwd=str(tmp_path), timeout=120)
+    line = one_line_error(done)
+    assert option in line and str(tmp_path) in line and "directory" in line

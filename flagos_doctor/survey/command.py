@@ -65,9 +65,7 @@ def _validate(options: SurveyOptions) -> None:
 def _load_spec(path: str | None):
     from flagos_doctor.survey.spec import load_spec
 
-    if path is not None and not os.path.isfile(path):
-        raise BadInput("no such spec file", path)
-    return load_spec(path)
+    return load_spec(path)  # BadInput naming the file: missing, special, malformed
 
 
 def _listing_source(options: SurveyOptions) -> str | None:

@@ -80,7 +80,7 @@ class Journal:
         for number, line in enumerate(lines, start=1):
             try:
                 record = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue  # the torn last line of a killed run
             kind = record.get("kind")
             if kind == "header":
