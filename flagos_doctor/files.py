@@ -67,7 +67,8 @@ def read_regular_text(path: str | os.PathLike, max_bytes: int, what: str = "file
         raise BadInput(f"cannot read {what} {name}: not UTF-8 text (byte {exc.start})", where)
 
 
-def _write_failed(path: str, exc: OSError) -> BadInput:
+def write_failed(path: str, exc: OSError) -> BadInput:
+    """The one-line error for ``exc`` raised while writing ``path``."""
     # A full disk or a lost permission while writing is the machine's state, not a bug:
     # one line naming the file; the previous version of the file is still in place.
     hint = "; its previous version is kept" if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else ""
@@ -82,7 +83,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
         os.makedirs(folder, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
     except OSError as exc:
-        raise _write_failed(path, exc) from None
+        raise write_failed(path, exc) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -95,7 +96,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
         except OSError:
             pass
         if isinstance(exc, OSError):
-            raise _write_failed(path, exc) from None
+            raise write_failed(path, exc) from None
         raise
 
 

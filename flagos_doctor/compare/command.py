@@ -16,7 +16,7 @@ from flagos_doctor.compare import arms as arms_mod
 from flagos_doctor.compare import markdown, terminal
 from flagos_doctor.compare.diff import compare, exit_code
 from flagos_doctor.errors import BadInput
-from flagos_doctor.files import atomic_write_text, dump_json, write_json
+from flagos_doctor.files import atomic_write_text, dump_json, write_json, write_stdout
 from flagos_doctor.options import CompareOptions, SurveyOptions
 from flagos_doctor.store import Store
 
@@ -66,14 +66,14 @@ def _emit(options: CompareOptions, comparison: dict, stderr: Console) -> None:
     to_stdout = False
     if options.json_path:
         if options.json_path == "-":
-            sys.stdout.write(dump_json(comparison))
+            write_stdout(dump_json(comparison), "--json")
             to_stdout = True
         else:
             write_json(options.json_path, comparison)
     if options.markdown_path:
         text = markdown.render(comparison)
         if options.markdown_path == "-":
-            sys.stdout.write(text)
+            write_stdout(text, "--markdown")
             to_stdout = True
         else:
             atomic_write_text(options.markdown_path, text)

@@ -143,8 +143,11 @@ class Journal:
     def _append(self, record: dict) -> None:
         data = (json.dumps(record, sort_keys=True) + "\n").encode()
         view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view) :]
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as exc:  # a full disk: one line; every record before this one is kept
+            raise files.write_failed(self.path, exc) from None
 
     def record_profiles(self, name: str, profiles: list[str]) -> None:
         if self.profiles.get(name) != profiles:
