@@ -8,7 +8,6 @@ cause arrive as :class:`~flagos_doctor.errors.BadInput` and leave as one line an
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from typing import List, Optional, Tuple
 

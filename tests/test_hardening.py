@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -463,13 +462,17 @@ def test_what_a_killed_survey_left_behind_is_cleaned_at_the_next_start(tmp_path)
     first.kill()
     first.wait()
     pid = int(detached.read_text())
-    left = [name for name in os.listdir(scratch_root) if name.startswith("flagos-survey-")]
-    assert _alive(pid) and len(left) == 1  # what kill -9 leaves
-    done = subprocess.run([sys.executable, "-m", "flagos_doctor", "survey", "--stack", "demo", "--conf", "neg.conf",
-                           "--no-store", "-o", "again.json", "-q"], cwd=str(tmp_path), env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    _wait_for(lambda: not _alive(pid), "the detached process to be killed", 60)
+    try:
+        left = [name for name in os.listdir(scratch_root) if name.startswith("flagos-survey-")]
+        assert _alive(pid) and len(left) == 1  # what kill -9 leaves
+        done = subprocess.run([sys.executable, "-m", "flagos_doctor", "survey", "--stack", "demo", "--conf", "neg.conf",
+                               "--no-store", "-o", "again.json", "-q"], cwd=str(tmp_path), env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        _wait_for(lambda: not _alive(pid), "the detached process to be killed", 60)
+    finally:
+        if _alive(pid):  # a failed run must not leave the test's own sleeper behind
+            os.kill(pid, 9)
     assert not [name for name in os.listdir(scratch_root) if name.startswith("flagos-survey-")]
     run = json.loads((tmp_path / "again.json").read_text())["provenance"]["runs"][-1]
     assert run["leftovers_cleaned"] == {"folders": 1, "processes": 1}

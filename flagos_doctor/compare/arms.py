@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from flagos_doctor.errors import BadInput
 from flagos_doctor.store import Store
 from flagos_doctor.survey import results
 from flagos_doctor.survey.model import RESULTS_SCHEMA
