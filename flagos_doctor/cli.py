@@ -34,6 +34,7 @@ app = typer.Typer(
 )
 
 PYTHON_HELP = "Interpreter of the stack under inspection (default: this one)."
+TORCH_FL_COMMIT_HELP = "torch_fl's commit, for a build that records none (said as given by you)."
 
 
 def _seconds(value: float) -> float:
@@ -120,6 +121,7 @@ def probe(
         "  flagos-doctor survey --stack flag_gems --routes flag_gems --workers 4\n\n"
         "  flagos-doctor survey --device cpu --conf backends_flaggems.conf   # self-check of the harness\n\n"
         "  flagos-doctor survey --compare before.json after.json\n\n"
+        "  flagos-doctor survey --compare torch_fl.json flag_gems.json --attribute\n\n"
         "  flagos-doctor survey --compare 1adbc97 5e0f2aa --repo ~/Torch-FL --build-cmd 'python setup.py build_ext --inplace'"
     )
 )
@@ -128,17 +130,18 @@ def survey(
     backend: str = typer.Option("flagos_python", help="Backend class to survey from the conf."),
     routes: Optional[str] = typer.Option(None, help="'flag_gems': the overloads flag_gems registers."),
     ops: Optional[str] = typer.Option(None, metavar="A,B", help="Only these overloads."),
-    stack: str = typer.Option("demo", help="demo | torch_fl | flag_gems | a module with setup() -> device."),
+    stack: str = typer.Option("demo", help="demo | torch_fl | flag_gems | torch (stock torch, nothing enabled) | a module with setup() -> device."),
     device: Optional[str] = typer.Option(None, help="Device override ('cpu' self-checks the harness)."),
     spec: Optional[str] = typer.Option(None, metavar="YAML", help="Survey spec: profiles, tolerances, random ops."),
     python: str = typer.Option(sys.executable, help=PYTHON_HELP),
-    workers: int = typer.Option(1, min=1, help="Worker processes (they may share a device)."),
+    workers: Optional[int] = typer.Option(None, help="Worker processes (they may share a device); default: one per core, as many as memory and the device hold."),
     devices: Optional[str] = typer.Option(None, metavar="0,1", help="Device indices to spread workers over."),
     isolation: str = typer.Option("pooled", help="pooled | per-overload (upstream's cost model, for benchmarks)."),
     tasks: str = typer.Option("cases", help="What a pooled worker takes at a time: cases (an overload's slow cases run side by side) | overloads (its kernels compile once, in one worker)."),
     timeout: float = typer.Option(120.0, callback=_seconds, help="Seconds per case before its worker is replaced."),
     start_timeout: float = typer.Option(600.0, callback=_start_seconds, help="Seconds for a worker to import the stack and start."),
     keep_env: bool = typer.Option(False, help="Keep stray FLAGOS_OP_* variables."),
+    no_shared_autotune: bool = typer.Option(False, "--no-shared-autotune", help="Each worker autotunes Triton kernels for itself (default: they share results through Triton's cache, TRITON_CACHE_AUTOTUNING=1)."),
     output: Optional[str] = typer.Option(None, "--output", "-o", metavar="PATH", help="Results file (resumed if it exists)."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Also write the results JSON here."),
     census_path: Optional[str] = typer.Option(None, "--census", metavar="PATH", help="Write the case census."),
@@ -151,7 +154,12 @@ def survey(
     markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Markdown (with --compare)."),
     repo: Optional[str] = typer.Option(None, metavar="PATH", help="Git checkout to build missing arms from (with --compare)."),
     build_cmd: Optional[str] = typer.Option(None, metavar="CMD", help="Build command run in each arm's worktree."),
+    attribute: bool = typer.Option(False, help="With --compare A B: whose is each failure of A (torch_fl) against B, the same cases through flag_gems alone."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary."),
+    repeats: int = typer.Option(2, min=0, help="Run each WRONG/ERROR/CRASH/TIMEOUT case this many more times, in fresh workers; differing outcomes make it FLAKY."),
+    baseline: str = typer.Option("native", help="native | none: run failing cases on the stack's native path (stock torch for flag_gems); a failure it shares does not count."),
+    native_route: Optional[str] = typer.Option(None, metavar="BACKEND", help="torch_fl/demo: the route the baseline forces with FLAGOS_OP_* (default: cuda for torch_fl, cpu for the demo)."),
+    torch_fl_commit: Optional[str] = typer.Option(None, metavar="SHA", help=TORCH_FL_COMMIT_HELP),
 ):
     """Run every overload the conf routes to FlagGems on the device and on CPU, and judge it."""
     survey_options = opts.SurveyOptions(
@@ -159,8 +167,11 @@ def survey(
         ops=checks.names(ops, "--ops"),
         stack=stack, device=device, spec=spec, python=python, workers=workers,
         devices=checks.devices(devices),
-        isolation=isolation, tasks=tasks, timeout=timeout, start_timeout=start_timeout, keep_env=keep_env, output=output, json_path=json_path,
+        isolation=isolation, tasks=tasks, timeout=timeout, start_timeout=start_timeout, keep_env=keep_env,
+        shared_autotune=not no_shared_autotune, output=output, json_path=json_path,
         census_path=census_path, rerun=rerun, store=store, no_store=no_store, quiet=quiet,
+        repeats=repeats, baseline=baseline, native_route=native_route,
+        torch_fl_commit=torch_fl_commit,
     )
     if compare:
         _dispatch(
@@ -168,6 +179,7 @@ def survey(
             opts.CompareOptions(
                 a=compare[0], b=compare[1], store=store, force=force, fail_on=fail_on, json_path=json_path,
                 markdown_path=markdown_path, repo=repo, build_cmd=build_cmd, survey=survey_options, quiet=quiet,
+                attribute=attribute,
             ),
         )
     _dispatch("flagos_doctor.survey.command", survey_options)
@@ -191,6 +203,7 @@ def report(
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the JSON bundle."),
     markdown_path: Optional[str] = typer.Option("-", "--markdown", metavar="PATH|-", help="Markdown output (default: stdout)."),
     timeout: float = typer.Option(120.0, callback=_seconds, help="Seconds for the probe child."),
+    torch_fl_commit: Optional[str] = typer.Option(None, metavar="SHA", help=TORCH_FL_COMMIT_HELP),
 ):
     """Markdown for a GitHub bug issue: environment, runtime configuration, probe findings."""
     _dispatch(
@@ -198,6 +211,7 @@ def report(
         opts.ReportOptions(
             python=python, stack=stack, imports=list(imports), survey=survey_path, compare=compare,
             store=store, json_path=json_path, markdown_path=markdown_path, timeout=timeout,
+            torch_fl_commit=torch_fl_commit,
         ),
     )
 

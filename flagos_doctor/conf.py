@@ -131,6 +131,27 @@ def _parse_into(path: str, routes: dict[str, Route], stack: list[str], where: st
         routes[name] = Route(name, canonical_backend(backend), path, number)
 
 
+def op_override_var(overload: str) -> str:
+    """torch_fl's per-op route override variable: ``FLAGOS_OP_<op with . as __>``.
+
+    torch_fl's C++ side reads these once per process, when it first builds its backend
+    table (``csrc/aten/common.cc``), and only for overloads already in the conf: so one
+    holds for a whole process, never for one call.
+    """
+    name = overload[: -len(".default")] if overload.endswith(".default") else overload
+    return "FLAGOS_OP_" + name.replace(".", "__")
+
+
+def apply_op_overrides(routes: dict[str, Route], environ) -> dict[str, Route]:
+    """``routes`` with the ``FLAGOS_OP_*`` overrides of ``environ`` applied, as torch_fl does."""
+    result = dict(routes)
+    for name, route in routes.items():
+        value = environ.get(op_override_var(name))
+        if value:
+            result[name] = Route(name, canonical_backend(value), f"${op_override_var(name)}", 0)
+    return result
+
+
 def select(routes: dict[str, Route], backend: str = "flagos_python") -> list[str]:
     """The overloads whose final backend is ``backend`` (aliases accepted), sorted."""
     wanted = canonical_backend(backend)

@@ -34,13 +34,14 @@ class SurveyOptions:
     device: str | None = None
     spec: str | None = None
     python: str = sys.executable
-    workers: int = 1
+    workers: int | None = None  # None: as many as the machine holds (survey/sizing.py)
     devices: list[str] = field(default_factory=list)
     isolation: str = "pooled"  # pooled | per-overload
     tasks: str = "cases"  # cases | overloads: what a pooled worker takes at a time
     timeout: float = 120.0
     start_timeout: float = 600.0  # seconds for a worker to import the stack and say it is ready
     keep_env: bool = False
+    shared_autotune: bool = True  # workers share Triton's autotuning results (TRITON_CACHE_AUTOTUNING)
     output: str | None = None  # the results file (journal is kept beside it)
     json_path: str | None = None
     census_path: str | None = None
@@ -48,6 +49,10 @@ class SurveyOptions:
     store: str | None = None
     no_store: bool = False
     quiet: bool = False
+    repeats: int = 2  # times each failing case runs again, in fresh workers
+    baseline: str = "native"  # native | none: run failing cases on the stack's native path
+    native_route: str | None = None  # torch_fl / demo: the route the baseline forces (default per stack)
+    torch_fl_commit: str | None = None  # provenance for a torch_fl build that records none
 
 
 @dataclass
@@ -63,6 +68,7 @@ class CompareOptions:
     build_cmd: str | None = None
     survey: SurveyOptions | None = None  # how to survey an arm built from --repo
     quiet: bool = False
+    attribute: bool = False  # classify A's failures against B (flag_gems alone): compare/attribute.py
 
 
 @dataclass
@@ -76,6 +82,7 @@ class ReportOptions:
     json_path: str | None = None
     markdown_path: str | None = "-"
     timeout: float = 120.0
+    torch_fl_commit: str | None = None  # provenance for a torch_fl build that records none
 
 
 @dataclass

@@ -18,6 +18,8 @@ def run_cli(*args, env=None, cwd=None, timeout=600, input=None):
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
+        if "PYTHONPATH" in env:  # the CLI under test is this checkout's, whatever is installed
+            full_env["PYTHONPATH"] = os.pathsep.join((env["PYTHONPATH"], REPO_ROOT))
     return subprocess.run(
         [sys.executable, "-m", "flagos_doctor", *args],
         capture_output=True,
@@ -38,3 +40,28 @@ def cli():
 def flag_gems_env(tmp_path):
     """Environment in which flag_gems imports on a CPU-only machine."""
     return {"GEMS_VENDOR": "nvidia", "FLAGGEMS_DB_URL": f"sqlite:///{tmp_path}/flaggems.db"}
+
+
+#: torch_fl's public source at 1adbc97 (a ``git archive`` tarball), beside the clone.
+TORCH_FL_TARBALL = os.path.join(SHARED, "torch-fl", "Torch-FL-1adbc97-src.tar.gz")
+
+
+def real_torch_fl() -> str:
+    """The import path of the real torch_fl built from :data:`TORCH_FL_TARBALL` for this
+    interpreter (``python -m flagos_doctor.torch_fl_build``, which ``.ci/run`` runs).
+
+    Without ``../shared`` the test is skipped, saying so; with it, a missing build is a skip
+    on a developer's machine and a failure in CI (``CI=true``), where ``.ci/run`` built it.
+    """
+    if not os.path.isfile(TORCH_FL_TARBALL):
+        pytest.skip(f"no {TORCH_FL_TARBALL}: the real torch_fl tests need ../shared beside the clone")
+    from flagos_doctor.torch_fl_build import find_build
+
+    path = find_build(TORCH_FL_TARBALL, sys.executable)
+    if path is None:
+        why = (f"no torch_fl build of {TORCH_FL_TARBALL} for {sys.executable}: "
+               f"run python -m flagos_doctor.torch_fl_build {TORCH_FL_TARBALL} (.ci/run does)")
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    return path

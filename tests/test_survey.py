@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -22,7 +23,13 @@ from flagos_doctor.survey import census, model, verdicts
 
 FIXTURES = os.path.join(REPO_ROOT, "tests", "fixtures")
 FAULT_CONF = os.path.join(FIXTURES, "fault.conf")
-FAULT_ENV = {"PYTHONPATH": FIXTURES}
+# This checkout's flagos_doctor after the fixtures (an installed one elsewhere must not win);
+# flag_gems importable on CPU for the fault stack's bound kernels (log1p, expm1).
+FAULT_ENV = {
+    "PYTHONPATH": os.pathsep.join([FIXTURES, REPO_ROOT]),
+    "GEMS_VENDOR": "nvidia",
+    "FLAGGEMS_DB_URL": f"sqlite:///{tempfile.gettempdir()}/flagos-doctor-fault-{os.getpid()}.db",
+}
 
 
 def survey(tmp, *args, env=None, timeout=300):
@@ -35,9 +42,11 @@ def load(path):
 
 
 def outcomes(doc):
-    """The overloads of a results document without the case times (they differ run to run)."""
+    """The overloads of a results document without the times (they differ run to run): each
+    case's, and when each verdict was measured."""
     timing = ("seconds", "device_seconds")
-    return {name: {**entry, "cases": [{k: v for k, v in c.items() if k not in timing} for c in entry["cases"]]}
+    return {name: {**{k: v for k, v in entry.items() if k != "measured"},
+                   "cases": [{k: v for k, v in c.items() if k not in timing} for c in entry["cases"]]}
             for name, entry in doc["overloads"].items()}
 
 
@@ -130,8 +139,14 @@ def test_fault_stack_every_status_and_verdict(fault_run):
         "abs": model.STRICT, "erf": model.STRICT, "floor": model.FAILED, "ceil": model.FAILED,
         "trunc": model.BASIC_ONLY, "frac": model.BASIC_ONLY, "sinh": model.BASIC_ONLY, "cosh": model.BASIC_ONLY,
         "no_such_op": model.NO_SCHEMA, "is_nonzero": model.UNTESTED, "_efficient_attention_backward": model.UNTESTED,
+        "log1p": model.FAILED, "expm1": model.STRICT,
     }
-    assert set(doc["summary"]["statuses"]) == set(model.CASE_STATUSES)
+    # Every status a case can get in one run; FLAKY needs a kernel whose outcome changes
+    # when run again (tests/test_survey_truth.py), and the fault stack's failures do not.
+    assert set(doc["summary"]["statuses"]) == set(model.CASE_STATUSES) - {model.FLAKY}
+    for name in ("floor", "ceil", "trunc", "frac", "sinh", "cosh"):  # each failure confirmed twice more
+        failed = [c for c in over[name]["cases"] if c["status"] in model.FAILURES]
+        assert failed and all(c["repeats"] == [c["status"]] * 3 for c in failed), name
     assert {c["status"] for c in over["floor"]["cases"]} <= {model.ERROR, model.INVALID_CASE}
     assert {c["status"] for c in over["ceil"]["cases"]} <= {model.WRONG, model.INVALID_CASE}
     segv = _case(doc, "trunc", "1d-f32")
@@ -153,10 +168,17 @@ def test_fault_stack_every_status_and_verdict(fault_run):
         {"profile": "-", "status": model.NO_SCHEMA, "route": model.ROUTE_NONE, "detail": over["no_such_op"]["cases"][0]["detail"]}
     ]
     assert {c["status"] for c in over["_efficient_attention_backward"]["cases"]} == {model.UNVERIFIABLE}
+    missing = [c for c in over["log1p"]["cases"] if c["status"] != model.INVALID_CASE]
+    assert missing and {c["status"] for c in missing} == {model.MISSING_FUNCTION}
+    assert all(c["detail"].startswith("flag_gems 5.0.2 has no flag_gems.ops.log1p (AttributeError: ") for c in missing)
+    assert all(c["route"] == model.ROUTE_KERNEL for c in missing)  # torch_fl routed it; the lookup failed
     summary = doc["summary"]
-    assert summary["tested"] == 8 and summary["basic"] == 6 and summary["strict"] == 2
+    assert summary["tested"] == 10 and summary["basic"] == 7 and summary["strict"] == 3
     assert summary["verdicts"][model.NO_SCHEMA] == 1
+    assert summary["missing_functions"] == {"log1p": "flag_gems.ops.log1p"}
+    assert summary["statuses"][model.MISSING_FUNCTION] == len(missing)
     assert "replaced" in done.stderr and "SIGSEGV" in done.stdout
+    assert "1 overload calls a function flag_gems 5.0.2 lacks: log1p -> flag_gems.ops.log1p" in " ".join(done.stdout.split())
 
 
 def test_pending_then_resume_to_complete(tmp_path):
@@ -165,7 +187,7 @@ def test_pending_then_resume_to_complete(tmp_path):
     assert first.returncode == 0, first.stderr
     doc = load(tmp_path / "f.json")
     assert not doc["complete"]
-    assert doc["summary"]["verdicts"][model.PENDING] == 9
+    assert doc["summary"]["verdicts"][model.PENDING] == 11  # the 13 routes of fault.conf but abs, no_such_op
     assert doc["overloads"]["abs"]["verdict"] == model.STRICT and doc["overloads"]["floor"]["verdict"] == model.PENDING
     second = survey(tmp_path, "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,floor",
                     "--no-store", "-q", "-o", "f.json", env=FAULT_ENV)
@@ -210,8 +232,9 @@ def test_sigkill_mid_run_then_resume_gives_an_identical_census(demo_run, tmp_pat
 def test_sigterm_ends_the_survey_like_ctrl_c_and_keeps_what_was_recorded(tmp_path):
     # sinh hangs on its third profile (1d-f32): SIGTERM arrives while that case runs.
     cmd = [sys.executable, "-m", "flagos_doctor", "survey", "--stack", "faultstack", "--conf", FAULT_CONF,
-           "--ops", "abs,sinh", "--timeout", "120", "--no-store", "-q", "-o", "t.json"]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([FIXTURES, REPO_ROOT]))
+           "--ops", "abs,sinh", "--workers", "1",  # one worker: sinh's cases in order, the third in flight
+           "--timeout", "120", "--no-store", "-q", "-o", "t.json"]
+    env = dict(os.environ, **FAULT_ENV)
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     journal = tmp_path / "t.json.journal"
     deadline = time.monotonic() + 120

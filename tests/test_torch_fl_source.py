@@ -8,7 +8,7 @@ import json
 import subprocess
 from importlib import metadata
 
-from flagos_doctor.torch_fl_source import source_details
+from flagos_doctor.torch_fl_source import BUILD_RECORD, source_details, with_commit
 
 
 def _git(repo, *args):
@@ -65,3 +65,57 @@ def test_no_checkout_and_no_record_says_nothing_it_does_not_know(tmp_path):
     package.mkdir()
     details = source_details(str(package), None)
     assert details["commit"] is None and details["dirty"] is None and details["extension_md5"] is None
+    assert details["commit_source"].startswith("unknown (") and "not in a git checkout" in details["commit_source"]
+
+
+def test_a_plain_folder_inside_an_unrelated_checkout_vouches_for_nothing(tmp_path):
+    """Seen on the H200: torch_fl unpacked into a folder of another repository was given
+    that repository's commit, branch and dirty flag."""
+    repo = tmp_path / "unrelated"
+    repo.mkdir()
+    (repo / "README").write_text("another project\n")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "-c", "user.email=t@t", "-c", "user.name=t", "add", "README")
+    _git(repo, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "one")
+    package = repo / "unpacked" / "torch_fl"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    details = source_details(str(package), None)
+    assert details["commit"] is None and details["dirty"] is None and "branch" not in details
+    assert f"the git checkout {repo} around it does not track it" in details["commit_source"]
+
+
+def test_the_build_record_names_the_tarball_commit(tmp_path):
+    package = tmp_path / "build" / "torch_fl"
+    package.mkdir(parents=True)
+    commit = "1adbc97478fb3f40dffdbd19232346727a6c0953"
+    (package / BUILD_RECORD).write_text(json.dumps({
+        "schema": "flagos-doctor.torch-fl-build/1", "version": "0.1.0", "torch": "2.13.0+cpu", "python": "3.11.7",
+        "source": {"kind": "tarball", "origin": "/data/Torch-FL.tar.gz", "commit": commit, "dirty": False, "digest": "ab" * 32},
+    }))
+    details = source_details(str(package), None)
+    assert details["commit"] == commit and details["dirty"] is False and details["version"] == "0.1.0"
+    assert details["commit_source"] == "flagos-doctor build record (tarball /data/Torch-FL.tar.gz)"
+
+
+def test_a_build_of_a_plain_tree_says_its_commit_is_unknown(tmp_path):
+    package = tmp_path / "build" / "torch_fl"
+    package.mkdir(parents=True)
+    (package / BUILD_RECORD).write_text(json.dumps({
+        "schema": "flagos-doctor.torch-fl-build/1",
+        "source": {"kind": "tree", "origin": "/src/Torch-FL", "commit": None, "dirty": None, "digest": "cd" * 32},
+    }))
+    details = source_details(str(package), None)
+    assert details["commit"] is None
+    assert details["commit_source"].startswith("unknown (built by flagos-doctor from tree /src/Torch-FL")
+
+
+def test_the_users_commit_is_said_as_given_and_what_was_found_is_kept(tmp_path):
+    _, package, _ = _checkout(tmp_path)
+    found = source_details(str(package), None)
+    given = with_commit(found, "5e0f2aa")
+    assert given["commit"] == "5e0f2aa" and given["commit_source"] == "given by the user (--torch-fl-commit)"
+    assert given["commit_found"] == found["commit"] and given["dirty"] is None
+    assert with_commit(found, found["commit"][:7]) == found  # the same commit: nothing to override
+    bare = source_details(str(tmp_path / "nowhere"), None)
+    assert with_commit(bare, "1adbc97")["commit"] == "1adbc97" and "commit_found" not in with_commit(bare, "1adbc97")

@@ -6,7 +6,10 @@ The way asv's ``continuous`` builds two commits: for each missing arm,
    folder (the user's checkout, index and HEAD are never touched);
 2. the build command (``--build-cmd``) run in that worktree, its output kept in a log;
 3. a child ``python -m flagos_doctor survey`` with the worktree first on ``PYTHONPATH`` and
-   the survey options the user gave (conf, stack, ops, spec, ...), writing a results file;
+   the survey options the user gave (conf, stack, ops, spec, ...), writing a results file.
+   A build command whose last line ends in ``PYTHONPATH=<folder>`` (what
+   ``python -m flagos_doctor.torch_fl_build`` prints: it builds outside the worktree, in its
+   cache) puts that folder ahead of the worktree;
 4. that file filed in the store under the full commit, so the next comparison finds it;
 5. the worktree removed (``git worktree remove --force``, then ``git worktree prune``).
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -43,10 +47,19 @@ def resolve_commit(repo: str, ref: str) -> str:
     return commit
 
 
+def announced_import_path(log_text: str) -> str | None:
+    """The folder a build command's last line names as ``PYTHONPATH=<folder>``, or None."""
+    lines = [line.strip() for line in log_text.splitlines() if line.strip()]
+    match = re.search(r"PYTHONPATH=(\S+)$", lines[-1]) if lines else None
+    return match.group(1) if match and os.path.isdir(match.group(1)) else None
+
+
 def survey_argv(options: SurveyOptions, output: str) -> list[str]:
     """The ``flagos-doctor survey`` arguments for one arm, paths made absolute."""
     argv = ["survey", "--stack", options.stack, "--backend", options.backend, "--python", options.python,
-            "--workers", str(options.workers), "--isolation", options.isolation, "--tasks", options.tasks,
+            *(("--workers", str(options.workers)) if options.workers is not None else ()),
+            *(() if options.shared_autotune else ("--no-shared-autotune",)),
+            "--isolation", options.isolation, "--tasks", options.tasks,
             "--timeout", str(options.timeout),
             "--output", output, "--no-store", "--quiet"]
     if options.conf:
@@ -105,6 +118,7 @@ class Builder:
         with worktree.temporary_worktree(self.repo, commit, "flagos-doctor-") as (scratch, tree):
             self.say(f"{ref}: worktree of {self.repo} at {commit[:12]}")
             env = worktree.env_with_import_path([tree, package_root])
+            survey_cwd = tree
             log_path = os.path.join(scratch, "build.log")
             if self.build_cmd:
                 self.say(f"{ref}: building: {self.build_cmd}")
@@ -116,13 +130,19 @@ class Builder:
                         tail = tail_text(log.read(), max_lines=5)
                     raise BadInput(f"build command exited with {done.returncode}; last lines:\n{tail}",
                                    f"{ref} ({commit[:12]})")
+                with open(log_path, "rb") as log:
+                    built = announced_import_path(log.read().decode(errors="replace"))
+                if built:
+                    self.say(f"{ref}: importing the build from {built}")
+                    env = worktree.env_with_import_path([built, tree, package_root])
+                    survey_cwd = scratch  # ``python -m`` puts its folder first: the unbuilt tree must not shadow the build
             results = os.path.join(scratch, "results.json")
             self.say(f"{ref}: surveying ({self.survey.stack})")
             # In the worktree: ``python -m`` puts the working folder first on sys.path, and
             # the user's own checkout (often where they run this) must not shadow it.
             with open(os.path.join(scratch, "survey.log"), "wb") as log:
                 done = subprocess.run([sys.executable, "-m", "flagos_doctor", *survey_argv(self.survey, results)],
-                                      cwd=tree, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                      cwd=survey_cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                       stderr=subprocess.STDOUT)
             if not os.path.isfile(results):
                 with open(os.path.join(scratch, "survey.log"), "rb") as log:

@@ -87,6 +87,8 @@ def run(options: CompareOptions) -> int:
     checks.writable_file(options.json_path, "--json")
     checks.writable_file(options.markdown_path, "--markdown")
     stderr = Console(stderr=True)
+    if options.attribute:
+        return run_attribution(options, stderr)
     comparison = build_comparison(options, say=None if not options.quiet else (lambda line: None))
     diffs = comparison["differences"]
     if diffs and not options.force:
@@ -104,3 +106,40 @@ def run(options: CompareOptions) -> int:
     # Every format renders from exactly what --json writes (same key order too).
     _emit(options, json.loads(dump_json(comparison)), stderr)
     return exit_code(comparison, options.fail_on)
+
+
+def run_attribution(options: CompareOptions, stderr: Console) -> int:
+    """``--compare A B --attribute``: A's failing cases classified against B (:mod:`.attribute`).
+
+    Refuses (exit 2) only when the cases are not the same cases (harness, profiles,
+    tolerances), unless ``--force``; exit 1 when a case fails only under A.
+    """
+    from flagos_doctor.compare import attribute_views
+    from flagos_doctor.compare.attribute import attribute, exit_code as attribution_exit
+
+    arm_a, arm_b = load_arms(options, say=None if not options.quiet else (lambda line: None))
+    doc = attribute(arm_a.document, arm_b.document, label_a=options.a, label_b=options.b)
+    doc["arms"]["a"].update(arm_a.describe())
+    doc["arms"]["b"].update(arm_b.describe())
+    if doc["differences"]:
+        fields = ", ".join(f"{d['field']} ({_short(d['a'])} vs {_short(d['b'])})" for d in doc["differences"])
+        if not options.force:
+            raise BadInput(f"the cases are not the same cases: {fields}; --force attributes anyway", f"{options.a} vs {options.b}")
+        stderr.print(f"[bold yellow]warning:[/] the cases differ ({fields}); attributing anyway (--force)")
+    doc = json.loads(dump_json(doc))  # every view renders exactly what --json writes
+    to_stdout = False
+    if options.json_path == "-":
+        sys.stdout.write(dump_json(doc))
+        to_stdout = True
+    elif options.json_path:
+        write_json(options.json_path, doc)
+    if options.markdown_path:
+        text = attribute_views.render_markdown(doc)
+        if options.markdown_path == "-":
+            sys.stdout.write(text)
+            to_stdout = True
+        else:
+            atomic_write_text(options.markdown_path, text)
+    if not options.quiet:
+        attribute_views.render_terminal(doc, stderr if to_stdout else Console())
+    return attribution_exit(doc, options.fail_on)

@@ -9,7 +9,8 @@ document of schema ``flagos-doctor/compare/1``::
     census_sha256     {a, b}
     summary           {rows: [{name, a, b, delta}], a: {...}, b: {...}}
     transitions       [{overload, from, to, kind, mark}]: verdict changes, regressions first
-    cases_changed     [{overload, profile, from: {status, route}|null, to: ..., regression}]
+    cases_changed     [{overload, profile, from: {status, route[, baseline]}|null, to: ..., regression}]
+    flaky_only        bool: cases changed, and each of them is FLAKY on one side or the other
     regressions       number of overloads that regressed
     fixes, changes    numbers of overloads fixed / otherwise changed
     unchanged         number of overloads whose verdict and cases are all unchanged
@@ -19,7 +20,8 @@ Rules (the survey's words, :mod:`flagos_doctor.survey.model`):
 
 * an overload *regressed* when its verdict got worse (by ``VERDICT_RANK``), when it became
   FAILED from anything else (``newly failing``, including an overload new in B), or when
-  one of its cases went from PASS to anything else;
+  one of its cases went from PASS to anything else but FLAKY or a failure its baseline
+  shares (neither is the stack's failure);
 * it is *fixed* when its verdict got better (and is not FAILED);
 * any other verdict change (to or from NO_SCHEMA, PENDING, or an overload present in one
   arm only) is a plain *change*.
@@ -27,7 +29,7 @@ Rules (the survey's words, :mod:`flagos_doctor.survey.model`):
 
 from __future__ import annotations
 
-from flagos_doctor.survey.model import FAILED, PASS, VERDICT_RANK, VERDICTS
+from flagos_doctor.survey.model import FAILED, FLAKY, PASS, VERDICT_RANK, VERDICTS
 
 COMPARE_SCHEMA = "flagos-doctor/compare/1"
 
@@ -58,6 +60,7 @@ CONTEXT = (
     ("device", (("provenance", "device", "name"), ("provenance", "device_name"))),
     ("device count", (("provenance", "device", "count"),)),
     ("conf", (("provenance", "conf", "path"), ("provenance", "routes", "conf"))),
+    ("baseline", (("provenance", "baseline"),)),
     ("conf sha256", (("provenance", "conf", "sha256"), ("provenance", "routes", "conf_sha256"))),
     ("spec sha256", (("provenance", "spec_sha256"), ("provenance", "spec", "sha256"), ("comparable", "spec_sha256"))),
     ("started", (("provenance", "started"),)),
@@ -100,7 +103,28 @@ def _cases_by_profile(entry: dict | None) -> dict:
 def _case_view(case: dict | None) -> dict | None:
     if case is None:
         return None
-    return {"status": case.get("status"), "route": case.get("route")}
+    view = {"status": case.get("status"), "route": case.get("route")}
+    if (case.get("baseline") or {}).get("status"):
+        view["baseline"] = case["baseline"]["status"]
+    return view
+
+
+def case_text(view: dict | None) -> str:
+    """A case view in words, for the renderers: ``WRONG (kernel), and the native path is WRONG too``."""
+    if view is None:
+        return "absent"
+    text = f"{view.get('status')} ({view.get('route')})"
+    native = view.get("baseline")
+    if native is None:
+        return text
+    if native == view.get("status"):
+        return f"{text}, and the native path is {native} too"
+    return f"{text}; the native path: {native}"
+
+
+def _counts_against(view: dict | None) -> bool:
+    """Whether a case's outcome is the stack's own: not FLAKY, not a failure its baseline shares."""
+    return view is not None and view["status"] != FLAKY and view.get("baseline") != view["status"]
 
 
 def classify(before: str | None, after: str | None) -> tuple[str, str]:
@@ -158,6 +182,8 @@ def _summary_rows(a: dict, b: dict) -> dict:
         row(f"route {route}", ca["routes"].get(route, 0), cb["routes"].get(route, 0))
     if "fallback_passes" in sa or "fallback_passes" in sb:
         row("PASS via cpu_fallback", sa.get("fallback_passes", 0), sb.get("fallback_passes", 0))
+    if "native_also" in sa or "native_also" in sb:
+        row("failures the native path shares", sa.get("native_also", 0), sb.get("native_also", 0))
     return {"rows": rows, "a": sa, "b": sb}
 
 
@@ -192,7 +218,8 @@ def compare(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B", force: 
             view_a, view_b = _case_view(cases_a.get(profile)), _case_view(cases_b.get(profile))
             if view_a == view_b:
                 continue
-            went_bad = bool(view_a and view_a["status"] == PASS and (view_b is None or view_b["status"] != PASS))
+            went_bad = bool(view_a and view_a["status"] == PASS and (
+                view_b is None or (view_b["status"] != PASS and _counts_against(view_b))))
             cases_changed.append(
                 {"overload": name, "profile": profile, "from": view_a, "to": view_b, "regression": went_bad}
             )
@@ -222,6 +249,8 @@ def compare(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B", force: 
         "summary": _summary_rows(a, b),
         "transitions": transitions,
         "cases_changed": cases_changed,
+        "flaky_only": bool(cases_changed) and all(
+            FLAKY in ((c["from"] or {}).get("status"), (c["to"] or {}).get("status")) for c in cases_changed),
         "regressions": len(regressed),
         "regressed_overloads": sorted(regressed),
         "case_regressions": sum(1 for c in cases_changed if c["regression"]),

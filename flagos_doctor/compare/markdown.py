@@ -6,6 +6,7 @@ Renders from the JSON document alone. Lists longer than :data:`INLINE_MAX` go in
 
 from __future__ import annotations
 
+from flagos_doctor.compare.diff import case_text
 from flagos_doctor.markdown import cell, details
 
 INLINE_MAX = 10
@@ -16,9 +17,7 @@ def _cell(value) -> str:
 
 
 def _case(view) -> str:
-    if view is None:
-        return "absent"
-    return f"{view.get('status')} ({view.get('route')})"
+    return case_text(view)
 
 
 def _details(summary: str, lines: list[str]) -> list[str]:
@@ -47,6 +46,10 @@ def render(comparison: dict, heading_level: int = 2) -> str:
         f"- regressions: **{comparison.get('regressions', 0)}**, fixes: {comparison.get('fixes', 0)}, "
         f"other changes: {comparison.get('changes', 0)}, unchanged overloads: {comparison.get('unchanged', 0)}",
         f"- census byte-identical: **{verdict}** (A `{digests.get('a')}`, B `{digests.get('b')}`)",
+    ]
+    if comparison.get("flaky_only"):
+        out.append(f"- the runs differ only in cases either side marks FLAKY ({len(comparison['cases_changed'])})")
+    out += [
         "",
     ]
     context = [(k, arms.get("a", {}).get(k), arms.get("b", {}).get(k)) for k in ("source", "commit", "path")]

@@ -6,6 +6,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from flagos_doctor.compare.diff import case_text
+
 _KIND_STYLE = {"regression": "bold red", "fix": "green", "change": "yellow"}
 
 
@@ -22,7 +24,7 @@ def _short(value) -> str:
 
 
 def _case(view) -> str:
-    return "absent" if view is None else f"{view.get('status')} ({view.get('route')})"
+    return case_text(view)
 
 
 def render(comparison: dict, console: Console) -> None:
@@ -93,6 +95,8 @@ def render(comparison: dict, console: Console) -> None:
             f"  (A {digests.get('a')}, B {digests.get('b')})",
         )
     )
+    if comparison.get("flaky_only"):
+        console.print(f"the runs differ only in cases either side marks FLAKY ({len(comparison['cases_changed'])})")
     regressions = comparison.get("regressions", 0)
     console.print(
         Text.assemble(

@@ -55,7 +55,8 @@ def _register_device() -> None:
 
 
 def _register_kernels() -> None:
-    routes = _conf.parse_conf(os.environ["FLAGOS_BACKEND_CONFIG"])
+    # FLAGOS_OP_* overrides as torch_fl's C++ side reads them (a survey's baseline uses them).
+    routes = _conf.apply_op_overrides(_conf.parse_conf(os.environ["FLAGOS_BACKEND_CONFIG"]), os.environ)
     routed_overloads[:] = _conf.select(routes, "flagos_python")
     registered_overloads[:] = kernels.register(routed_overloads)
 

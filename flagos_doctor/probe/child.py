@@ -26,6 +26,7 @@ import time
 import traceback
 
 from flagos_doctor.channel import ChildChannel
+from flagos_doctor.probe import decisions
 from flagos_doctor.probe import tracer as tracing
 from flagos_doctor.probe import watch
 
@@ -173,6 +174,9 @@ def final_state(tracer) -> dict:
             facts["native_cuda_available"] = _call(native)
         facts["alias_turned_off"] = os.environ.get("FLAGOS_ALIAS_CUDA", "1").strip().lower() in _ALIAS_OFF
         facts["cuda_maps_to"] = _call(lambda: torch.device("cuda").type)
+        device_module = getattr(torch, pu1, None) if pu1 and pu1 != "privateuseone" else None
+        if device_module is not None and callable(getattr(device_module, "device_count", None)):
+            facts["device_count"] = _call(device_module.device_count)
     driver_module = sys.modules.get("triton.runtime.driver")
     if driver_module is not None:
         driver = getattr(driver_module, "driver", None)
@@ -186,7 +190,20 @@ def final_state(tracer) -> dict:
         for k, n in tracer.read_keys.items()
     ]
     facts["saved"] = tracer.saved
+    torch_fl = decisions.torch_fl_vendor()
+    if torch_fl is not None:
+        facts["torch_fl"] = torch_fl
     tracer.end_step()
+    # Last, and unheard: the decisions the other answer would have made (see decisions.py).
+    busy = tracer.busy
+    tracer.busy, tracer.emit = True, lambda record: None
+    try:
+        facts["decisions"] = decisions.collect(tracer)
+    except Exception as exc:  # a counterfactual that fails must not cost the probe its result
+        facts["decisions_error"] = error_text(exc)
+    finally:
+        tracer.busy = busy
+        del tracer.emit
     return {"t": "final", "probes": probes, "facts": facts}
 
 

@@ -53,8 +53,24 @@ def judge(document: dict) -> list[dict]:
     found += _multiple_writers(document, events)
     found += _disagreements(probes, stale)
     found += _exercise_failed(document)
+    found += _torch_fl_rules(document)
+    found = _fold(found, document)
     found.sort(key=lambda f: SEVERITIES.index(f["severity"]))
     return found
+
+
+def _torch_fl_rules(document) -> list[dict]:
+    """The rules learnt on a real torch_fl (:mod:`.hazards`): latent hazards, no device, vendor branch."""
+    from flagos_doctor.probe import hazards  # here: hazards builds on this module's helpers
+
+    return hazards.latent_hazards(document) + hazards.no_device(document) + hazards.vendor_branch(document)
+
+
+def _fold(found, document) -> list[dict]:
+    """Findings said once: a hazard a stale guard names, failures a missing device explains."""
+    from flagos_doctor.probe import hazards
+
+    return hazards.fold_into_no_device(hazards.drop_covered_hazards(found), document)
 
 
 def _import_failed(document) -> list[dict]:

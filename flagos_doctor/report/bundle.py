@@ -69,6 +69,7 @@ def probe_piece(options: ReportOptions) -> dict:
 def survey_piece(path: str) -> dict:
     from flagos_doctor.compare.arms import load_results
     from flagos_doctor.compare.diff import CONTEXT, lookup
+    from flagos_doctor.survey.verdicts import is_native_also
 
     try:
         document = load_results(path)
@@ -81,12 +82,21 @@ def survey_piece(path: str) -> dict:
         if entry.get("verdict") in ("FAILED", "BASIC_ONLY")
     }
     provenance = document.get("provenance") or {}
+    cases = [(name, case) for name, entry in sorted(overloads.items()) if isinstance(entry, dict)
+             for case in (entry.get("cases") or []) if isinstance(case, dict)]
     return {
+        "baseline": provenance.get("baseline"),
+        "native_also": [{"overload": name, "profile": case.get("profile"), "status": case.get("status")}
+                        for name, case in cases
+                        if isinstance(case, dict) and "status" in case and is_native_also(case)],
+        "flaky": [{"overload": name, "profile": case.get("profile"), "repeats": case.get("repeats")}
+                  for name, case in cases if case.get("status") == "FLAKY"],
         "path": os.path.abspath(path),
         "summary": document.get("summary"),
         "census_sha256": document.get("census_sha256"),
         "stack": provenance.get("stack"),
         "harness_version": provenance.get("harness_version"),
+        "flag_gems": provenance.get("flag_gems"),
         "context": {name: lookup(document, paths) for name, paths in CONTEXT},
         "not_strict": failing,
     }
@@ -154,8 +164,13 @@ def template_fields(bundle: dict) -> list[dict]:
         if fl.get("dirty") is not None:
             parts.append("dirty" if fl["dirty"] else "clean")
         if not fl.get("commit"):
-            parts.append("commit unknown (no direct_url.json commit, not in a git checkout)")
+            parts.append(f"commit {fl.get('commit_source') or 'unknown'}")
+        elif fl.get("commit_source"):
+            parts.append(f"commit from {fl['commit_source']}")
         parts.append(f"extension md5 {fl['extension_md5']}" if fl.get("extension_md5") else "no compiled extension found")
+        conf = stack.get("backend_config") or {}
+        if conf.get("path"):
+            parts.append(f"conf in force {conf['path']} (chosen by {conf.get('chosen_by')})")
         torch_fl = ", ".join(parts)
     else:
         torch_fl = package("torch_fl")
@@ -202,6 +217,9 @@ def collect(options: ReportOptions) -> dict:
     problems = []
     interpreter = environment.collect_interpreter(options.python, modules, device_type, options.timeout)
     env = dict(interpreter["steps"])
+    if options.torch_fl_commit and isinstance(env.get("packages"), dict) and (env["packages"].get("torch_fl") or {}).get("found"):
+        from flagos_doctor.torch_fl_source import with_commit
+        env["packages"]["torch_fl"] = with_commit(env["packages"]["torch_fl"], options.torch_fl_commit)
     env["errors"] = interpreter["errors"]
     env["child_end"] = interpreter["end"]
     env["tools"] = environment.vendor_tools()

@@ -156,7 +156,8 @@ def _accelerator(device_type: str | None) -> dict:
         except Exception as exc:
             info.setdefault("errors", []).append(f"torch.{kind}.device_count(): {type(exc).__name__}: {exc}")
             continue
-        info.update(type=kind, count=count)
+        if count or "type" not in info:  # none anywhere: name the stack's own device type, not the last one asked
+            info.update(type=kind, count=count)
         if count and hasattr(module, "get_device_name"):
             try:
                 info["name"] = str(module.get_device_name(0))
@@ -170,10 +171,15 @@ def _accelerator(device_type: str | None) -> dict:
 def step_stack(modules: list[str], device_type: str | None) -> dict:
     imported = []
     last = None
+    conf_before = os.environ.get("FLAGOS_BACKEND_CONFIG")
     for module in modules:
         last = importlib.import_module(module)
         imported.append(module)
     data = {"imported": imported}
+    if "torch_fl" in imported:
+        # The backends conf in force: torch_fl picks one at import unless the user named one.
+        data["backend_config"] = {"path": os.environ.get("FLAGOS_BACKEND_CONFIG"),
+                                  "chosen_by": "the user (FLAGOS_BACKEND_CONFIG)" if conf_before else "torch_fl at import"}
     if device_type is None and last is not None and callable(getattr(last, "setup", None)):
         # A survey stack module: setup() enables it and names its device.
         device_type = str(last.setup()).split(":")[0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from flagos_doctor.compare import markdown as compare_markdown
 from flagos_doctor.markdown import cell, details
+from flagos_doctor.survey import bindings
 
 
 def _cell(value) -> str:
@@ -116,6 +117,11 @@ def _survey(survey: dict) -> list[str]:
         f"- registered {summary.get('registered')}, tested {summary.get('tested')}, basic {summary.get('basic')}, strict {summary.get('strict')}",
         f"- verdicts: {verdicts or '—'}",
         f"- cases: {statuses or '—'}",
+    ]
+    if summary.get("native_also"):
+        out.append(f"- failures the native path shares (not counted): {summary['native_also']} in "
+                   + ", ".join(f"`{name}`" for name in summary.get("native_also_overloads", [])))
+    out += [
         f"- census sha256: `{survey.get('census_sha256')}`",
         "",
     ]
@@ -123,6 +129,19 @@ def _survey(survey: dict) -> list[str]:
     rows = ["| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in context.items() if v is not None]
     if len(rows) > 2:
         out += details("Survey provenance", rows)
+    line = bindings.summary_line(summary, survey.get("flag_gems"))
+    if line:
+        out += details(line, [f"- `{name}` calls `{function}`" for name, function in summary["missing_functions"].items()])
+    shared = survey.get("native_also") or []
+    if shared:
+        label = survey.get("baseline") or "the native path"
+        out += details(f"Failures the native path shares, not counted ({len(shared)})",
+                       [f"- `{c['overload']}` [{c['profile']}]: {c['status']}, and {_cell(label)} is {c['status']} too"
+                        for c in shared])
+    flaky = survey.get("flaky") or []
+    if flaky:
+        out += details(f"FLAKY cases ({len(flaky)})",
+                       [f"- `{c['overload']}` [{c['profile']}]: {', '.join(c.get('repeats') or [])}" for c in flaky])
     failing = survey.get("not_strict") or {}
     if failing:
         out += details(f"Overloads not STRICT ({len(failing)})", [f"- `{name}`: {verdict}" for name, verdict in failing.items()])

@@ -23,12 +23,13 @@ from flagos_doctor import checks, files, lock
 from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, BadInput
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor.store import Store, safe_name
-from flagos_doctor.survey import history, model, pool as pool_module, progress, results, routes, stacks
+from flagos_doctor.survey import bindings, confirm, history, model, pool as pool_module, progress, results, routes, sizing, stacks
 from flagos_doctor.survey.journal import Journal
 from flagos_doctor.survey.verdicts import verdict as verdict_of
 
 ISOLATIONS = ("pooled", "per-overload")
 TASK_SIZES = ("cases", "overloads")
+BASELINES = ("native", "none")
 
 
 def default_output(stack: str) -> str:
@@ -49,10 +50,12 @@ def _validate(options: SurveyOptions) -> None:
         raise BadInput(f"--routes must be one of {', '.join(routes.ROUTE_SOURCES)}, not {options.routes!r}")
     if options.routes and options.conf:
         raise BadInput("give --conf or --routes, not both")
-    if options.workers < 1:
-        raise BadInput("--workers must be at least 1")
     checks.seconds(options.timeout, "--timeout")
     checks.seconds(options.start_timeout, "--start-timeout")
+    if options.baseline not in BASELINES:
+        raise BadInput(f"--baseline must be one of {', '.join(BASELINES)}, not {options.baseline!r}")
+    if options.repeats < 0:
+        raise BadInput("--repeats must be 0 or more")
     checks.interpreter(options.python, "--python")
     # Every place the survey will write, tried now: not after an hour of cases.
     checks.writable_file(options.output or default_output(options.stack), "--output")
@@ -163,23 +166,35 @@ def _run(options: SurveyOptions) -> int:
         conf=os.path.abspath(options.conf) if options.conf else None,
         backend=options.backend, timeout=options.timeout, keep_env=options.keep_env,
         devices=list(options.devices), startup_timeout=options.start_timeout,
+        shared_autotune=options.shared_autotune,
     )
     # One survey at a time writes a results file and its journal.
     with lock.hold(options.output or default_output(options.stack), "--output"):
-        workers = pool_module.Pool(config, options.workers, per_overload=options.isolation == "per-overload")
+        choice = sizing.choose(options.workers, sizing.Machine.here(), options.stack,
+                               per_overload=options.isolation == "per-overload")
+        workers = pool_module.Pool(config, choice.workers, per_overload=options.isolation == "per-overload")
         try:
-            return _survey(options, spec, spec_dict, config, workers)
+            return _survey(options, spec, spec_dict, config, workers, choice)
         finally:
             workers.close()
 
 
+def _say_workers(options: SurveyOptions, choice: sizing.Choice) -> None:
+    """The worker count picked, when the user left it to us; a cap or a lowering, always."""
+    if choice.requested is None and not options.quiet:
+        print(f"flagos-doctor: workers: {choice.why}", file=sys.stderr)
+    else:
+        for note in choice.notices:
+            print(f"flagos-doctor: {note}", file=sys.stderr)
+
+
 def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.WorkerConfig,
-            workers: pool_module.Pool) -> int:
+            workers: pool_module.Pool, choice: sizing.Choice) -> int:
     source = _listing_source(options)
     first = None
     if source is not None and (source == "stack" or options.stack == source):
         # The survey's own stack lists the routes: its first worker does, then works on.
-        workers.prestart(len(options.ops) if options.ops else options.workers)
+        workers.prestart(len(options.ops) if options.ops else choice.workers)
         first = _start_first(workers, options.stack)
         try:
             route_set = routes.from_listing(source, first.registered(), options.backend)
@@ -208,6 +223,17 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         if first is None:
             first = _start_first(workers, options.stack)
         found = first.ready["provenance"]
+        if found.get("torch_fl"):  # its bindings vs the installed flag_gems, before any case runs
+            found["flag_gems_bindings"] = bindings.check_in_child(config.python, config.env(0))
+        lowered = sizing.after_first_worker(choice, found.get("device") or {}, max(1, len(options.devices)))
+        if lowered is not None:
+            workers.lower_limit(lowered)
+        _say_workers(options, choice)  # said once the input is known good: a usage error stays one line
+        if options.torch_fl_commit and found.get("torch_fl"):
+            from flagos_doctor.torch_fl_source import with_commit  # here: the parent imports nothing named torch
+
+            found = {**found, "torch_fl": with_commit(found["torch_fl"], options.torch_fl_commit)}
+            found["store_key"] = options.torch_fl_commit
         journal.extend({
             "device_type": (found.get("device") or {}).get("type"),
             "torch": found.get("torch"),
@@ -215,12 +241,16 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         })
         if options.rerun:
             journal.drop(selected)
+        measured = _measured(journal.previous)
         runs = list(((journal.previous or {}).get("provenance") or {}).get("runs", []))
         task_size = options.tasks if options.isolation == "pooled" else "overloads"  # per-overload: whole overloads
         this_run = {
             "started": started, "ended": None, "selected": len(selected), "isolation": options.isolation,
             "tasks": task_size,
-            "workers": options.workers, "devices": list(options.devices), "rerun": options.rerun,
+            "workers": choice.workers, "workers_choice": choice.provenance(),
+            "devices": list(options.devices), "rerun": options.rerun,
+            "shared_autotune": dict(zip(("TRITON_CACHE_AUTOTUNING", "set_by"), config.autotune_setting())),
+            "repeats": options.repeats, "baseline": options.baseline,
         }
         if any(workers.leftovers.values()):  # what surveys killed before had left behind
             this_run["leftovers_cleaned"] = dict(workers.leftovers)
@@ -237,7 +267,8 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         }
 
         def document() -> dict:
-            return results.build(provenance, journal.comparable, route_set.overloads, journal.finished, journal.partial, journal.profiles)
+            return results.build(provenance, journal.comparable, route_set.overloads, journal.finished, journal.partial,
+                                 journal.profiles, measured)
 
         tasks = plan_tasks([name for name in selected if name not in journal.finished], journal,
                            [profile.name for profile in spec.profiles], task_size)
@@ -256,7 +287,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         interrupted = False
         try:
             if tasks:
-                slots = workers.run(tasks, first)
+                slots = workers.run(tasks, first, unheld=slow)
             else:
                 first.close()
                 workers.stop()  # prestarted workers have nothing to do
@@ -275,6 +306,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
                     outstanding[event.overload] -= 1
                     if outstanding[event.overload] == 0:  # its last task: the overload is finished
                         journal.record_end(event.overload)
+                        measured[event.overload] = started
                         if journal.compact_due(len(route_set.overloads)):
                             journal.compact(document())
                         view.end(event.overload, verdict_of(journal.finished[event.overload]))
@@ -293,11 +325,15 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
     finally:
         workers.close()
 
+    if not interrupted and not fatal:
+        interrupted = _confirm(options, config, journal, route_set, first.ready, this_run, provenance, measured, started,
+                               document)
     ended = _now()
     this_run["ended"] = ended
     this_run["seconds"] = round(time.monotonic() - clock, 3)
     this_run["worker_starts"] = workers.start_figures()
     this_run["compactions"] = journal.compactions
+    this_run["schedule"] = workers.schedule_figures()
     provenance["ended"] = ended
     doc = document()
     done = all(name in journal.finished for name in selected)
@@ -318,6 +354,9 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         stream_is_json = options.json_path == "-"
         from rich.console import Console
 
+        if not tasks and not this_run.get("confirm", {}).get("ran"):
+            Console(stderr=True, soft_wrap=True).print(
+                f"complete: {len(selected)} overloads from {journal.output}, nothing run; --rerun to run them again")
         progress.render_summary(doc, journal.output, Console(stderr=True) if stream_is_json else Console())
         if provenance.get("store_path"):
             Console(stderr=stream_is_json).print(f"filed in the store: {provenance['store_path']}")
@@ -331,6 +370,43 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         print(f"flagos-doctor: survey stopped: {fatal['message']}", file=sys.stderr)
         return EXIT_FINDING
     return EXIT_OK if done else EXIT_FINDING
+
+
+def _measured(previous: dict | None) -> dict[str, str]:
+    """When each finished overload of an earlier run was measured (the start of its run)."""
+    overloads = (previous or {}).get("overloads") or {}
+    return {name: entry["measured"] for name, entry in overloads.items() if entry.get("measured")}
+
+
+def _confirm(options: SurveyOptions, config: pool_module.WorkerConfig, journal: Journal, route_set,
+             ready: dict, this_run: dict, provenance: dict, measured: dict, started: str, document) -> bool:
+    """Repeat the failures and run them on the native path (:mod:`.confirm`); True if interrupted.
+
+    ``document()`` builds the results document: the results file is written after each
+    pass, so a survey stopped (or killed) while confirming resumes there.
+    """
+    label = ready.get("baseline") if options.baseline == "native" else None
+    provenance["baseline"] = label
+    pending = confirm.to_repeat(journal.finished, options.repeats) + (confirm.to_baseline(journal.finished) if label else [])
+    if not pending:
+        return False
+
+    def note(text: str) -> None:
+        if not options.quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    for name, _ in pending:  # their verdicts are judged again in this run
+        measured[name] = started
+    this_run["confirm"] = {"ran": True}
+    journal.checkpoint(document())
+    try:
+        this_run["confirm"].update(confirm.confirm(
+            config, this_run["workers"], journal.finished, repeats=options.repeats, baseline_label=label,
+            overloads=route_set.overloads, native_route=options.native_route, note=note,
+            save=lambda: files.write_json(journal.output, document())))
+    except KeyboardInterrupt:
+        return True
+    return False
 
 
 def _timing_hints(options: SurveyOptions, journal: Journal) -> tuple[dict, list[str]]:

@@ -139,6 +139,15 @@ class Journal:
         self._ended_since = 0
         self.compactions += 1
 
+    def checkpoint(self, document: dict) -> None:
+        """Write ``document`` and restart the journal from it: what the journal held is in the
+        results file now, so later edits of finished cases (confirmation) are not undone by a
+        replay of the journal after a kill."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.start(document)
+
     # -- while running ---------------------------------------------------------------------
     def _append(self, record: dict) -> None:
         data = (json.dumps(record, sort_keys=True) + "\n").encode()

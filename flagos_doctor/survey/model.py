@@ -4,7 +4,7 @@ from __future__ import annotations
 
 #: Bump when a change to synthesis, checks or verdict rules can change outcomes: results
 #: files of another harness version are not comparable.
-HARNESS_VERSION = "flagos-doctor-survey/1"
+HARNESS_VERSION = "flagos-doctor-survey/2"
 
 RESULTS_SCHEMA = "flagos-doctor/survey/1"
 
@@ -12,15 +12,22 @@ RESULTS_SCHEMA = "flagos-doctor/survey/1"
 PASS = "PASS"  # device and CPU reference agree within the dtype's tolerance
 WRONG = "WRONG"  # device ran, result differs from the reference
 ERROR = "ERROR"  # device raised (detail holds the exception; "poison" marks a dead context)
+#: the stack's binding calls a FlagGems function the installed flag_gems does not have
+#: (torch_fl's generated bindings and flag_gems versions drift apart); detail names it.
+MISSING_FUNCTION = "MISSING_FUNCTION"
 INVALID_CASE = "INVALID_CASE"  # the CPU reference rejected the synthesised input
 UNVERIFIABLE = "UNVERIFIABLE"  # no reference can judge it (reason in detail)
 CRASH = "CRASH"  # the worker died on a signal while running this case
 TIMEOUT = "TIMEOUT"  # the case ran past --timeout; its worker was replaced
 NO_SCHEMA = "NO_SCHEMA"  # the installed torch has no such overload (overload-level)
+FLAKY = "FLAKY"  # run again, the case gave differing outcomes (they are in "repeats")
 
-CASE_STATUSES = (PASS, WRONG, ERROR, INVALID_CASE, UNVERIFIABLE, CRASH, TIMEOUT, NO_SCHEMA)
-#: Statuses that do not count towards a verdict (as upstream).
-NOT_COUNTED = (INVALID_CASE, UNVERIFIABLE)
+CASE_STATUSES = (PASS, WRONG, ERROR, MISSING_FUNCTION, INVALID_CASE, UNVERIFIABLE, CRASH, TIMEOUT, FLAKY, NO_SCHEMA)
+#: Statuses that do not count towards a verdict: upstream's two, and FLAKY (neither a pass
+#: nor a failure: the stack gave both answers).
+NOT_COUNTED = (INVALID_CASE, UNVERIFIABLE, FLAKY)
+#: Failures that are run again (``--repeats``) and on the stack's native path (``--baseline``).
+FAILURES = (WRONG, ERROR, CRASH, TIMEOUT)
 
 # -- overload verdicts -----------------------------------------------------------------
 STRICT = "STRICT"  # every counted case passed

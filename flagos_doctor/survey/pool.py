@@ -7,7 +7,7 @@ replaced; the case in flight is recorded as CRASH, TIMEOUT or ERROR (poison) and
 after it run in a fresh worker. A case is recorded only when its worker said it started it.
 
 :class:`Pool` runs slots (``--workers``) in threads, one worker each, pulling tasks (an
-overload and some of its profiles) from a queue and reporting :class:`Event` objects to the
+overload and some of its profiles) from a :class:`~flagos_doctor.survey.schedule.Schedule` and reporting :class:`Event` objects to the
 caller's thread, which alone writes the journal and the terminal.
 """
 
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from flagos_doctor import redact
 from flagos_doctor.childproc import Child, ChildEnded, ChildTimeout, tail_text
 from flagos_doctor.survey import model, scratch, stacks
+from flagos_doctor.survey.schedule import Schedule
 
 WORKER_MODULE = "flagos_doctor.survey.worker"
 #: A replacement worker that cannot start this many times in a row ends the survey.
@@ -55,14 +56,37 @@ class WorkerConfig:
     devices: list[str] = field(default_factory=list)
     startup_timeout: float = 600.0
     scratch: str = ""  # folder for the capture files
+    baseline: bool = False  # workers set up the stack's native path (survey/confirm.py)
+    baseline_overloads: list[str] = field(default_factory=list)
+    native_route: str | None = None
+    shared_autotune: bool = True
+
+    def autotune_setting(self) -> tuple[str, str]:
+        """The workers' TRITON_CACHE_AUTOTUNING and who chose it (default, option, environment).
+
+        Triton's ``triton.autotune`` keeps its choice in the process: without this each
+        worker benchmarks the same configurations again on the device (on an H200, ``addmv``
+        spent about 5 s a case on it with warm caches). With it, the first worker's timings
+        go into Triton's cache folder and the others read them. What a kernel computes is
+        the same; only where its configurations are timed changes. FlagGems' own tuner
+        (LibTuner) already keeps its results in a database that all workers share.
+        """
+        if not self.shared_autotune:
+            return "0", "--no-shared-autotune"
+        if "TRITON_CACHE_AUTOTUNING" in os.environ:
+            return os.environ["TRITON_CACHE_AUTOTUNING"], "environment"
+        return "1", "default"
 
     def env(self, slot: int) -> dict:
         env = dict(os.environ)
         stack = stacks.get_stack(self.stack)
         stack.prepare_env(env, self.conf, self.keep_env)
+        if self.baseline:
+            stack.prepare_baseline_env(env, self.baseline_overloads, self.native_route)
         if self.devices:
             env[stack.visible_devices_var] = self.devices[slot % len(self.devices)]
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        env["TRITON_CACHE_AUTOTUNING"] = self.autotune_setting()[0]
         if self.scratch:
             env[scratch.MARK_VAR] = self.scratch  # inherited by all it starts: found again after a kill -9
         return env
@@ -106,6 +130,7 @@ class WorkerProcess:
                     "backend": config.backend,
                     "capture": None if list_only else self.capture,
                     "list_only": list_only,
+                    "baseline": config.baseline,
                 }
             )
             record = self.child.recv(config.startup_timeout)
@@ -239,7 +264,8 @@ class Pool:
         self.workers = max(1, workers)
         self.per_overload = per_overload
         self.events: queue.Queue = queue.Queue()
-        self._tasks: queue.Queue = queue.Queue()
+        self._tasks = Schedule()  # an overload's other cases wait for its first (see schedule.py)
+        self._limit = self.workers  # slots at or above it take no task (lower_limit)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._live: dict[int, WorkerProcess] = {}
@@ -292,7 +318,7 @@ class Pool:
             worker = self._fresh(slot)
         except StackFailed as exc:
             self._tasks_ready.wait()
-            if not self._stop.is_set() and not self._tasks.empty():
+            if not self._stop.is_set() and not self._tasks.empty() and slot < self._limit:
                 self.events.put(Event("fatal", None, {"message": str(exc), "missing": exc.missing}))
                 self._stop.set()
             self.events.put(Event("slot_end", None, {"slot": slot}))
@@ -300,14 +326,14 @@ class Pool:
         self._tasks_ready.wait()
         self._slot(slot, worker)
 
-    def run(self, tasks: list[tuple[str, list[str] | None]], first: WorkerProcess | None = None) -> int:
+    def run(self, tasks: list[tuple[str, list[str] | None]], first: WorkerProcess | None = None, unheld: int = 0) -> int:
         """Start the slots on ``tasks`` ((overload, profiles or None)), in order; events follow on ``events``.
 
-        ``first``, a worker already started (for its provenance), serves slot 0. Returns the
+        ``first``, a worker already started (for its provenance), serves slot 0; the first
+        ``unheld`` tasks (slow last time) never wait for their overload's first. Returns the
         number of slots, each of which ends with an Event("slot_end").
         """
-        for task in tasks:
-            self._tasks.put(task)
+        self._tasks.put_all(tasks, unheld)
         count = min(self.workers, max(1, len(tasks)))
         for slot in range(count):
             if slot in self._prestarted:
@@ -317,6 +343,14 @@ class Pool:
             thread.start()
         self._tasks_ready.set()
         return len(set(range(count)) | set(self._prestarted))
+
+    def lower_limit(self, slots: int) -> None:
+        """Use only slots 0..slots-1 from now on (the device holds no more workers): the
+        others end after their task in hand, or before their first."""
+        self._limit = max(1, min(self._limit, slots))
+
+    def schedule_figures(self) -> dict:
+        return self._tasks.figures()
 
     def stop(self) -> None:
         """Stop handing out overloads and kill every live worker."""
@@ -342,15 +376,19 @@ class Pool:
     def _slot(self, slot: int, worker: WorkerProcess | None) -> None:
         report = self.events.put
         try:
-            while not self._stop.is_set():
-                try:
-                    name, profiles = self._tasks.get_nowait()
-                except queue.Empty:
+            while not self._stop.is_set() and slot < self._limit:
+                task = self._tasks.take()
+                if task is None:
                     break
+                name, profiles = task
                 if name in self._given_up:  # NO_SCHEMA: its other profiles have nothing to run
+                    self._tasks.finished(name)
                     report(Event("end", name, {"slot": slot, "skipped": True}))
                     continue
-                worker = self._run_overload(slot, worker, name, profiles, report)
+                try:
+                    worker = self._run_overload(slot, worker, name, profiles, report)
+                finally:
+                    self._tasks.finished(name)
                 if self.per_overload and worker is not None:
                     worker.close()
                     worker = None

@@ -6,7 +6,7 @@ progress bar from counts the command hands it, the table from the results docume
 
 from __future__ import annotations
 
-from flagos_doctor.survey import model
+from flagos_doctor.survey import bindings, model
 
 _STYLE = {
     model.STRICT: "green", model.BASIC_ONLY: "yellow", model.FAILED: "red", model.UNTESTED: "dim",
@@ -104,6 +104,8 @@ def render_summary(document: dict, output: str | None, console=None) -> None:
             f"[yellow]{summary['fallback_passes']} PASS case(s) ran through the CPU fallback, not a kernel:[/] "
             f"{names}{f' (+{more})' if more > 0 else ''}"
         )
+    _render_missing(document, console)
+    _render_confirmed(document, console)
     bad = [
         (name, case) for name, entry in document["overloads"].items() for case in entry["cases"]
         if case["status"] in (model.CRASH, model.TIMEOUT) or case.get("poison")
@@ -115,6 +117,51 @@ def render_summary(document: dict, output: str | None, console=None) -> None:
         console.print(f"[red]... and {len(bad) - 10} more crash/timeout/poison cases")
     _render_times(document, console)
     console.print(f"census sha256 {document['census_sha256'][:16]}  results: {output}")
+
+
+def _render_missing(document: dict, console) -> None:
+    """The overloads whose binding calls a FlagGems function the installed flag_gems lacks
+    (their cases), and what the static check of the build found (its provenance)."""
+    provenance = document.get("provenance") or {}
+    line = bindings.summary_line(document["summary"], provenance.get("flag_gems"))
+    if line:
+        missing = document["summary"]["missing_functions"]
+        shown = ", ".join(f"{name} -> {function}" for name, function in list(missing.items())[:8])
+        more = len(missing) - 8
+        console.print(f"[magenta]{line}:[/] {shown}{f' (+{more})' if more > 0 else ''}")
+    static = provenance.get("flag_gems_bindings") or {}
+    if static.get("calls"):
+        console.print(
+            f"static check of {static['library']}: it calls {static['calls']} FlagGems functions, "
+            f"{len(static.get('missing') or {})} not in flag_gems {provenance.get('flag_gems')}"
+            + (f" ({len(static['overloads'])} bound overloads)" if "overloads" in static else ""))
+def _render_confirmed(document: dict, console) -> None:
+    """Failures the native path shares, FLAKY cases, and when the verdicts were measured."""
+    from flagos_doctor.survey.verdicts import is_native_also
+
+    summary = document["summary"]
+    label = (document.get("provenance") or {}).get("baseline") or "the native path"
+    cases = [(name, case) for name, entry in document["overloads"].items() for case in entry["cases"]]
+    shared = [(name, case) for name, case in cases if is_native_also(case)]
+    if shared:
+        console.print(f"[cyan]{len(shared)} failing case(s) fail the same way on {label}: not counted[/] "
+                      f"(in {len(summary.get('native_also_overloads', []))} overload(s))")
+        for name, case in shared[:10]:
+            console.print(f"  {name} [{case['profile']}]: {case['status']}, and {label} is {case['status']} too")
+        if len(shared) > 10:
+            console.print(f"  ... and {len(shared) - 10} more")
+    flaky = [(name, case) for name, case in cases if case["status"] == model.FLAKY]
+    for name, case in flaky[:10]:
+        console.print(f"[yellow]FLAKY[/] {name} [{case['profile']}]: " + ", ".join(case.get("repeats", [])))
+    if len(flaky) > 10:
+        console.print(f"[yellow]... and {len(flaky) - 10} more FLAKY cases")
+    measured: dict = {}
+    for entry in document["overloads"].values():
+        if entry.get("measured"):
+            measured[entry["measured"]] = measured.get(entry["measured"], 0) + 1
+    if measured:
+        console.print("verdicts measured by the run started " + "; ".join(
+            f"{when}: {count}" for when, count in sorted(measured.items())))
 
 
 def _render_times(document: dict, console) -> None:

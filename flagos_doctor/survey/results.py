@@ -3,7 +3,8 @@ of the provenance, the route set and the case records.
 
 Stable keys, for scripts: ``schema``, ``provenance``, ``summary`` {``registered``,
 ``tested``, ``basic``, ``strict``, ``verdicts``, ``statuses``}, ``overloads`` {name:
-{``verdict``, ``cases``: [{``profile``, ``status``, ``route``, ``detail``}]}},
+{``verdict``, ``measured``, ``cases``: [{``profile``, ``status``, ``route``, ``detail``,
+and for a confirmed failure ``repeats`` and ``baseline`` {``status``, ``detail``}}]}},
 ``census_sha256``. Also: ``comparable`` (the fields two runs must share to be resumed
 or compared), ``routes`` (the route set) and ``complete``. :func:`load` reads one back,
 checked field by field, its census digest recomputed.
@@ -43,8 +44,12 @@ def build(
     finished: dict[str, list[dict]],
     partial: dict[str, list[dict]] | None = None,
     profiles: dict[str, list[str]] | None = None,
+    measured: dict[str, str] | None = None,
 ) -> dict:
+    """The results document. ``measured``: when each finished overload's verdict was
+    measured (the start of the run that did)."""
     profiles = profiles or {}
+    measured = measured or {}
     partial = partial or {}
     overloads = {}
     done = {}
@@ -52,6 +57,8 @@ def build(
         if name in finished:
             cases = _ordered(finished[name], profiles.get(name))
             overloads[name] = {"verdict": verdicts.verdict(cases), "cases": cases}
+            if name in measured:
+                overloads[name]["measured"] = measured[name]
             if name in profiles:
                 overloads[name]["profiles"] = profiles[name]
             done[name] = {"cases": cases}

@@ -1,4 +1,5 @@
-"""The survey spec: the profiles each overload is run with, tolerances, random ops.
+"""The survey spec: the profiles each overload is run with, tolerances, random ops, and the
+cases whose values are implementation-defined.
 
 A spec is a small YAML file (``surveys/default.yaml`` is the default; ``--spec PATH`` picks
 another). Loading it is pure (standard library and PyYAML, no torch), so the parent
@@ -55,6 +56,10 @@ class Spec:
     tolerances: dict = field(hash=False)
     random_ops: frozenset
     path: str = ""
+    #: (op or overload name, profile names or None for all, reason): cases whose values
+    #: backends may legitimately choose differently (stock torch on a GPU and on the CPU
+    #: disagree); only their device, dtype and shape are judged.
+    implementation_defined: tuple = ()
 
     def profile(self, name: str) -> Profile:
         for profile in self.profiles:
@@ -73,12 +78,24 @@ class Spec:
         op = overload.split(".", 1)[0]
         return op in self.random_ops or op.rstrip("_") in self.random_ops
 
+    def implementation_defined_reason(self, overload: str, profile: str) -> str | None:
+        """Why the values of this case are implementation-defined, or None when they are not."""
+        op = overload.split(".", 1)[0]
+        for name, profiles, reason in self.implementation_defined:
+            if name in (overload, op, op.rstrip("_")) and (profiles is None or profile in profiles):
+                return reason
+        return None
+
     def content(self) -> dict:
         return {
             "name": self.name,
             "profiles": [p.to_dict() for p in self.profiles],
             "tolerances": {k: {"atol": t.atol, "rtol": t.rtol} for k, t in sorted(self.tolerances.items())},
             "random_ops": sorted(self.random_ops),
+            # only when present: a spec without it keeps the digest it always had
+            **({"implementation_defined": [{"op": op, "profiles": list(profiles) if profiles is not None else None,
+                                            "reason": reason} for op, profiles, reason in self.implementation_defined]}
+               if self.implementation_defined else {}),
         }
 
     @property
@@ -111,7 +128,7 @@ def parse_spec(data, label: str = "spec", path: str = "") -> Spec:
 
     if not isinstance(data, dict):
         raise BadInput("a survey spec is a mapping (name, profiles, tolerances, random_ops)", label)
-    unknown = sorted(set(data) - {"name", "profiles", "tolerances", "random_ops"})
+    unknown = sorted(set(data) - {"name", "profiles", "tolerances", "random_ops", "implementation_defined"})
     if unknown:
         raise bad(f"unknown field {unknown[0]!r}", unknown[0])
     name = data.get("name", "unnamed")
@@ -171,4 +188,23 @@ def parse_spec(data, label: str = "spec", path: str = "") -> Spec:
     for index, op in enumerate(raw_random):
         if not isinstance(op, str) or not op or any(c.isspace() for c in op):
             raise bad("expected an op or overload name", f"random_ops[{index}]")
-    return Spec(name, tuple(profiles), tolerances, frozenset(raw_random), path)
+
+    raw_defined = data.get("implementation_defined", [])
+    if not isinstance(raw_defined, list):
+        raise bad("expected a list of {op, profiles, reason}", "implementation_defined")
+    defined = []
+    for index, raw in enumerate(raw_defined):
+        here = f"implementation_defined[{index}]"
+        if not isinstance(raw, dict) or not {"op", "reason"} <= set(raw) or set(raw) - {"op", "profiles", "reason"}:
+            raise bad("expected {op, reason} and optionally profiles", here)
+        op, reason, chosen = raw["op"], raw["reason"], raw.get("profiles")
+        if not isinstance(op, str) or not op or any(c.isspace() for c in op):
+            raise bad("expected an op or overload name", f"{here}.op")
+        if not isinstance(reason, str) or not reason.strip():
+            raise bad("expected a reason: why backends may differ here", f"{here}.reason")
+        if chosen is not None:
+            if not isinstance(chosen, list) or not all(p in seen for p in chosen):
+                raise bad("expected a list of this spec's profile names", f"{here}.profiles")
+            chosen = tuple(chosen)
+        defined.append((op, chosen, reason.strip()))
+    return Spec(name, tuple(profiles), tolerances, frozenset(raw_random), path, tuple(defined))

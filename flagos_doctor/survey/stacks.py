@@ -6,7 +6,13 @@ device; :meth:`Stack.registered`: the overloads it registers; :meth:`Stack.evide
 route one case took). Module level imports nothing but the standard library: the parent
 reads this module too; the child halves import torch when called.
 
-Kinds: ``torch_fl``, ``flag_gems``, ``demo``, or any importable module with ``setup() -> str``.
+Kinds: ``torch_fl``, ``flag_gems``, ``demo``, ``torch`` (stock torch: nothing enabled, torch's
+own kernels on the default accelerator), or any importable module with ``setup() -> str``.
+
+The baseline (``survey --baseline native``): the same case on the stack's native path, in a
+worker of its own, so that a failure the stack shares with it is not blamed on the stack.
+Parent half :meth:`Stack.prepare_baseline_env`, child half :meth:`Stack.setup_baseline`;
+:meth:`Stack.baseline_label` (child side) names it, or is None when the stack has none.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import os
 import re
 from collections import Counter
 
+from flagos_doctor import conf as backends_conf
 from flagos_doctor.survey import model
 
 #: The demo stack's own conf (importing flagos_doctor.demo would import torch).
@@ -27,6 +34,20 @@ DEMO_CONF = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file_
 #: not the overload.
 DISPATCH_RE = re.compile(r"^\[flagos dispatch\] (?:aten::)?(\S+) -> (\S+)\s*$", re.M)
 FALLBACK_RE = re.compile(r"^\[flagos cpu_fallback\] (?:aten::)?(\S+)\s*$", re.M)
+
+
+class NoBaseline(RuntimeError):
+    """The stack has no native path to compare with."""
+
+
+def default_accelerator() -> str:
+    """The device type torch itself would use: the current accelerator, else ``cpu``."""
+    import torch
+
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None and accelerator.is_available():
+        return str(accelerator.current_accelerator().type)
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def strip_default(name: str) -> str:
@@ -95,10 +116,21 @@ class Stack:
             env["FLAGOS_LOG_DISPATCH"] = "1"
             env["FLAGOS_LOG_FALLBACK"] = "1"
 
+    def prepare_baseline_env(self, env: dict, overloads: list[str], native_route: str | None) -> None:
+        """Edit ``env`` of a baseline worker (after :meth:`prepare_env`)."""
+
     # -- child half --------------------------------------------------------------------
     def setup(self) -> str:
         """Import and enable the stack; return its device string."""
         raise NotImplementedError
+
+    def setup_baseline(self) -> str:
+        """Set up the stack's native path instead of the stack; return the device string."""
+        raise NoBaseline(f"stack {self.name!r} has no native path to compare with")
+
+    def baseline_label(self) -> str | None:
+        """What the native path is, in a few words ("stock torch"), or None when there is none."""
+        return None
 
     def registered(self) -> list[str]:
         """The overloads the stack registers kernels for (``--routes``)."""
@@ -123,14 +155,27 @@ class Stack:
 class TorchFLStack(Stack):
     name = "torch_fl"
 
+    #: The route its baseline forces on every surveyed overload (``--native-route``).
+    default_native_route = "cuda"
+
     def setup(self) -> str:
         importlib.import_module("torch_fl")  # before torch: it sets up its environment first
         return "flagos"
 
-    def registered(self) -> list[str]:
-        from flagos_doctor import conf
+    def prepare_baseline_env(self, env, overloads, native_route):
+        route = native_route or self.default_native_route
+        for overload in overloads:
+            env[backends_conf.op_override_var(overload)] = route
+        env["FLAGOS_DOCTOR_NATIVE_ROUTE"] = route  # for baseline_label, in the child
 
-        return conf.select(conf.parse_conf(os.environ["FLAGOS_BACKEND_CONFIG"]))
+    def setup_baseline(self) -> str:
+        return self.setup()
+
+    def baseline_label(self) -> str | None:
+        return f"torch_fl's {os.environ.get('FLAGOS_DOCTOR_NATIVE_ROUTE', self.default_native_route)} route"
+
+    def registered(self) -> list[str]:
+        return backends_conf.select(backends_conf.parse_conf(os.environ["FLAGOS_BACKEND_CONFIG"]))
 
 
 class DemoStack(Stack):
@@ -146,6 +191,17 @@ class DemoStack(Stack):
         import flagos_doctor.demo as demo
 
         return demo.setup()
+
+    def prepare_baseline_env(self, env, overloads, native_route):
+        # The demo reads FLAGOS_OP_* as torch_fl does; any route but flagos_python is its fallback.
+        for overload in overloads:
+            env[backends_conf.op_override_var(overload)] = native_route or "cpu"
+
+    def setup_baseline(self) -> str:
+        return self.setup()
+
+    def baseline_label(self) -> str | None:
+        return "the demo's CPU fallback"
 
     def registered(self) -> list[str]:
         import flagos_doctor.demo as demo
@@ -211,6 +267,14 @@ class FlagGemsStack(Stack):
         flag_gems.enable(registrar=CountingRegister)
         return str(flag_gems.device)
 
+    def setup_baseline(self) -> str:
+        # flag_gems is not even imported: its import alone patches nothing of torch's
+        # dispatch, but the native path must not depend on that.
+        return TorchStack().setup()
+
+    def baseline_label(self) -> str | None:
+        return "stock torch"
+
     def registered(self) -> list[str]:
         import flag_gems
 
@@ -228,14 +292,42 @@ class FlagGemsStack(Stack):
         return route, note
 
 
+class TorchStack(Stack):
+    """Stock torch: nothing imported or enabled, torch's own kernels on its default accelerator.
+
+    Survey a route set with it (``--stack torch --routes flag_gems``) to learn which cases
+    torch itself answers differently on the device and on CPU: those are the harness's
+    questions, not a stack's bugs.
+    """
+
+    name = "torch"
+    log_evidence = False
+
+    def setup(self) -> str:
+        return default_accelerator()
+
+
 class ModuleStack(Stack):
-    """Any importable module with ``setup() -> str``; evidence from torch_fl-style log lines."""
+    """Any importable module with ``setup() -> str``; evidence from torch_fl-style log lines.
+
+    A module that also has ``baseline() -> str`` offers a native path: a baseline worker
+    calls it instead of ``setup()``.
+    """
 
     def __init__(self, module: str):
         self.name = module
 
     def setup(self) -> str:
         return str(importlib.import_module(self.name).setup())
+
+    def setup_baseline(self) -> str:
+        module = importlib.import_module(self.name)
+        if not hasattr(module, "baseline"):
+            return super().setup_baseline()
+        return str(module.baseline())
+
+    def baseline_label(self) -> str | None:
+        return f"{self.name}.baseline()" if hasattr(importlib.import_module(self.name), "baseline") else None
 
     def registered(self) -> list[str]:
         module = importlib.import_module(self.name)
@@ -255,7 +347,7 @@ class ModuleStack(Stack):
 
 def get_stack(name: str) -> Stack:
     """The stack called ``name``: a built-in kind, else a module with ``setup()``."""
-    kinds = {"torch_fl": TorchFLStack, "flag_gems": FlagGemsStack, "demo": DemoStack}
+    kinds = {"torch_fl": TorchFLStack, "flag_gems": FlagGemsStack, "demo": DemoStack, "torch": TorchStack}
     return kinds[name]() if name in kinds else ModuleStack(name)
 
 

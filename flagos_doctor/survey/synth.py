@@ -58,8 +58,8 @@ def normalize_type(type_str: str) -> tuple[str, bool]:
     if t.startswith("List[") and t.endswith("]"):
         t = t[len("List["):-1] + "[]"
     t = re.sub(r"\[\d+\]", "[]", t)
-    t = {"SymInt": "int", "number": "Scalar", "SymInt[]": "int[]", "Tensor?[]": "Tensor[]",
-         "Optional[Tensor][]": "Tensor[]", "str?": "str"}.get(t, t)
+    t = {"SymInt": "int", "number": "Scalar", "SymInt[]": "int[]", "Optional[Tensor][]": "Tensor?[]",
+         "str?": "str"}.get(t, t)
     return t, optional
 
 
@@ -226,6 +226,8 @@ def _generic_value(c: Synth, arg, values: dict):
         return _generic_tensor(c, lname, values)
     if base == "Tensor[]":
         return [c.tensor(), c.tensor()]
+    if base == "Tensor?[]":  # advanced indices (index, index_put): int64 whatever the profile
+        return [c.index(c.shape[0], [max(1, c.shape[0] // 2)])]
     if base == "int":
         if lname in ("dim", "axis", "dim2"):
             return -1 if lname != "dim2" else 1
@@ -753,6 +755,16 @@ def _index_reduce(c):
     values = _index_args(c, unique=False)
     values.update(reduce=("amax", "amin", "prod", "mean")[c.seed % 4], include_self=True)
     return values
+
+
+@recipe("index_put", "_index_put_impl", "_unsafe_index_put")
+def _index_put(c):
+    shape = list(c.shape)
+    count = max(1, shape[0] // 2)
+    accumulate = bool(c.seed % 2)
+    # Without accumulate, a position written twice has no defined winner: distinct indices.
+    index = c.index(shape[0], [count]) if accumulate else torch.randperm(shape[0], generator=c.gen)[:count]
+    return {"indices": [index], "values": c.tensor([count, *shape[1:]]), "accumulate": accumulate}
 
 
 @recipe("index_select")

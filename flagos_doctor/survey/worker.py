@@ -8,8 +8,8 @@ is read back per case here and, after a crash, by the parent.
 
 Requests and the records they produce::
 
-    {"op": "init", "stack", "device", "spec", "capture", "backend", "list_only"}
-        -> {"kind": "ready", "device", "provenance"} | {"kind": "setup_error", "error", "missing"}
+    {"op": "init", "stack", "device", "spec", "capture", "backend", "list_only", "baseline"}
+        -> {"kind": "ready", "device", "provenance", "baseline"} | {"kind": "setup_error", "error", "missing"}
     {"op": "list"} -> {"kind": "registered", "overloads"}
     {"op": "overload", "name", "profiles": [...] | null}
         -> {"kind": "no_schema", "detail"} | {"kind": "profiles", "profiles"},
@@ -86,13 +86,15 @@ class Worker:
         self.runner = None
         self.capture = None
         self.backend = "flagos_python"
+        self.triton_times = None  # compile and autotune figures per case, when the stack loaded Triton
 
     # -- init ---------------------------------------------------------------------------
     def init(self, request: dict) -> bool:
         self.backend = request.get("backend") or self.backend
         self.stack = stacks.get_stack(request["stack"])
         try:
-            device = self.stack.setup()
+            # A baseline worker sets up the stack's native path instead (see stacks.Stack).
+            device = self.stack.setup_baseline() if request.get("baseline") else self.stack.setup()
             if request.get("device"):
                 device = request["device"]
             if not request.get("list_only"):
@@ -113,7 +115,12 @@ class Worker:
             return False
         if request.get("capture"):
             self.capture = Capture(request["capture"])
-        self.channel.emit({"kind": "ready", "device": device, "provenance": provenance(self.stack, device)})
+        from flagos_doctor.survey.triton_timing import TritonTimes
+
+        times = TritonTimes()
+        self.triton_times = times if times.install() else None
+        self.channel.emit({"kind": "ready", "device": device, "provenance": provenance(self.stack, device),
+                           "baseline": self.stack.baseline_label()})
         return True
 
     # -- one overload -------------------------------------------------------------------
@@ -144,6 +151,7 @@ class Worker:
 
     def case(self, name: str, profile: str, offset: int) -> dict:
         clock = time.perf_counter()
+        triton_before = self.triton_times.snapshot() if self.triton_times else None
         before = self.stack.begin_case()
         try:
             outcome = self.runner.run_case(name, profile)
@@ -168,6 +176,10 @@ class Worker:
         record["seconds"] = round(time.perf_counter() - clock, 4)
         if self.runner.device_seconds is not None:
             record["device_seconds"] = round(self.runner.device_seconds, 4)
+        if triton_before is not None:
+            triton = self.triton_times.since(triton_before)
+            if triton:
+                record["triton"] = triton
         poison = POISON_RE.search(f"{record['detail']}\n{stacks.strip_evidence(captured)}")
         if poison:
             if status != model.ERROR:
@@ -232,6 +244,12 @@ def device_info(device: str) -> dict:
         module = getattr(torch, dev.type, None)
         if module is not None and hasattr(module, "device_count"):
             info["count"] = int(module.device_count())
+        if module is not None and hasattr(module, "mem_get_info") and dev.type != "cpu":
+            try:  # how many workers the device holds (survey/sizing.py)
+                free, total = module.mem_get_info(dev.index or 0)
+                info["memory_free"], info["memory_total"] = int(free), int(total)
+            except Exception:
+                pass
         if module is not None and hasattr(module, "get_device_name"):
             info["name"] = str(module.get_device_name(dev.index or 0))
         elif dev.type == "cpu":
@@ -264,7 +282,20 @@ def provenance(stack, device: str) -> dict:
         "torch_fl": torch_fl,
         "device": device_info(device),
         "visible_devices": {k: v for k, v in os.environ.items() if k.endswith("VISIBLE_DEVICES")},
+        "triton_autotune_cache": triton_autotune_cache(),
     }
+
+
+def triton_autotune_cache() -> bool | None:
+    """Whether Triton, as the stack imported it, keeps autotuning results in its cache
+    folder for other processes (TRITON_CACHE_AUTOTUNING); None when Triton is not loaded."""
+    triton = sys.modules.get("triton")
+    if triton is None:
+        return None
+    try:
+        return bool(triton.knobs.autotuning.cache)
+    except AttributeError:  # a Triton before knobs: the autotuner reads the variable itself
+        return os.environ.get("TRITON_CACHE_AUTOTUNING", "0").lower() in ("1", "true", "on", "yes")
 
 
 def main() -> int:

@@ -1,0 +1,80 @@
+"""The terminal and Markdown views of an attribution document (:mod:`.attribute`).
+
+Both render from the JSON document only: a table of classes, then one row per overload with
+a failing case, then the evidence of every case that fails only under A (its error under A,
+its outcome alone), the part a bug report needs.
+"""
+
+from __future__ import annotations
+
+from flagos_doctor.compare.attribute import CLASSES, INTEGRATION, MEANING
+from flagos_doctor.markdown import cell, details
+
+
+def _title(doc: dict) -> str:
+    a, b = doc["arms"]["a"], doc["arms"]["b"]
+    return f"failures of {a['label']} ({a.get('stack')}) held against {b['label']} ({b.get('stack')})"
+
+
+def _classes(entry: dict) -> str:
+    return ", ".join(f"{kind} {count}" for kind, count in entry["classes"].items())
+
+
+def _evidence(doc: dict):
+    """(overload, case) of every case that fails only under A."""
+    for name, entry in doc["overloads"].items():
+        for case in entry["cases"]:
+            if case["class"] == INTEGRATION:
+                yield name, case
+
+
+def render_terminal(doc: dict, console) -> None:
+    from rich.table import Table
+
+    console.print(f"[bold]{_title(doc)}")
+    for item in doc["context"]:
+        console.print(f"  {item['field']}: {item['a']} vs {item['b']} (differs by design)")
+    table = Table()
+    table.add_column("class")
+    table.add_column("failing cases of A", justify="right")
+    table.add_column("meaning")
+    for kind in CLASSES:
+        table.add_row(kind, str(doc["counts"][kind]), MEANING[kind])
+    console.print(table)
+    if doc["overloads"]:
+        rows = Table(title="overloads with a failing case")
+        rows.add_column("overload")
+        rows.add_column("cases by class")
+        for name, entry in doc["overloads"].items():
+            rows.add_row(name, _classes(entry))
+        console.print(rows)
+    for name, case in _evidence(doc):
+        console.print(f"[red]integration[/] {name} [{case['profile']}]: A {case['a']['status']} "
+                      f"(route {case['a'].get('route')}) {case['a']['detail']}; alone {case['b']['status']} "
+                      f"(route {case['b'].get('route')})")
+    integration = doc["integration"]
+    console.print(f"{len(integration)} overload(s) fail only under {doc['arms']['a']['label']}"
+                  + (": " + ", ".join(integration) if integration else ""))
+
+
+def render_markdown(doc: dict, heading_level: int = 2) -> str:
+    hashes = "#" * heading_level
+    out = [f"{hashes} {_title(doc)}", ""]
+    for item in doc["context"]:
+        out.append(f"- {item['field']}: `{cell(item['a'])}` vs `{cell(item['b'])}` (differs by design)")
+    out += ["", "| class | failing cases of A | meaning |", "|---|---:|---|"]
+    out += [f"| {kind} | {doc['counts'][kind]} | {MEANING[kind]} |" for kind in CLASSES]
+    out.append("")
+    rows = ["| overload | cases by class |", "|---|---|"]
+    rows += [f"| `{cell(name)}` | {cell(_classes(entry))} |" for name, entry in doc["overloads"].items()]
+    if doc["overloads"]:
+        out += details(f"Overloads with a failing case ({len(doc['overloads'])})", rows)
+    evidence = [
+        f"| `{cell(name)}` | {cell(case['profile'])} | {cell(case['a']['status'])}: {cell(case['a']['detail'])} "
+        f"| {cell(case['a'].get('route'))} | {cell(case['b']['status'])} ({cell(case['b'].get('route'))}) |"
+        for name, case in _evidence(doc)
+    ]
+    if evidence:
+        out += details(f"Fails only under {cell(doc['arms']['a']['label'])}: the evidence ({len(evidence)} cases)",
+                       ["| overload | profile | under A | route under A | alone |", "|---|---|---|---|---|", *evidence])
+    return "\n".join(out).rstrip("\n") + "\n"

@@ -1,0 +1,213 @@
+"""A survey fast by default: the worker count the machine holds, shared autotuning, the schedule.
+
+Real CLI runs in subprocesses with real workers. The core count is made certain with
+``taskset`` (the workers inherit the affinity), never read from a speed; no assertion
+depends on how fast anything ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT, run_cli
+from flagos_doctor.survey.schedule import Schedule
+
+FIXTURES = os.path.join(REPO_ROOT, "tests", "fixtures")
+FAULT_CONF = os.path.join(FIXTURES, "fault.conf")
+needs_taskset = pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset (util-linux)")
+
+
+def on_cores(cores: str, *args, cwd, env=None):
+    """``flagos-doctor ARGS`` pinned to ``cores`` (taskset), in ``cwd``."""
+    import subprocess
+
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run(["taskset", "-c", cores, sys.executable, "-m", "flagos_doctor", *args],
+                          capture_output=True, text=True, cwd=str(cwd), env=full_env, timeout=300)
+
+
+def last_run(path) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)["provenance"]["runs"][-1]
+
+
+@needs_taskset
+def test_default_workers_one_per_usable_core_and_said(tmp_path):
+    done = on_cores("0", "survey", "--stack", "demo", "--ops", "abs,neg,exp", "--no-store", "-o", "one.json",
+                    cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run = last_run(tmp_path / "one.json")
+    assert run["workers"] == 1 and run["workers_choice"]["requested"] is None
+    assert run["workers_choice"]["limits"]["cores"] == 1
+    assert run["worker_starts"]["count"] == 1
+    assert "workers: 1, one per core (1 usable)" in done.stderr
+    if len(os.sched_getaffinity(0)) < 2:
+        return
+    done = on_cores("0,1", "survey", "--stack", "demo", "--ops", "abs,neg,exp", "--no-store", "-q", "-o", "two.json",
+                    cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run = last_run(tmp_path / "two.json")
+    assert run["workers"] == 2 and run["worker_starts"]["count"] == 2
+    assert done.stderr == ""  # --quiet: the pick is in the provenance, not on the terminal
+
+
+@needs_taskset
+def test_explicit_workers_beyond_the_machine_capped_or_refused(tmp_path):
+    done = on_cores("0", "survey", "--stack", "demo", "--ops", "abs,neg,exp,sin,cos,add.Tensor", "--workers", "6",
+                    "--no-store", "-q", "-o", "cap.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run = last_run(tmp_path / "cap.json")
+    choice = run["workers_choice"]
+    assert choice["requested"] == 6
+    # 4 a core, or fewer where this machine's memory holds fewer
+    held = min(4, choice["limits"].get("host_memory", 4))
+    assert run["workers"] == held and choice["limits"]["holds"] == held
+    assert run["worker_starts"]["count"] == held  # no worker beyond the cap ever started
+    assert f"--workers 6 capped to {held}" in done.stderr  # said even with --quiet
+    for absurd in ("10000", "0"):
+        refused = on_cores("0", "survey", "--stack", "demo", "--workers", absurd, "--no-store", "-o", "x.json",
+                           cwd=tmp_path)
+        assert refused.returncode == 2, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1 and "--workers" in refused.stderr
+        assert not (tmp_path / "x.json").exists()
+
+
+def test_shared_autotune_is_on_by_default_in_the_workers_triton_and_can_be_turned_off(tmp_path, flag_gems_env, monkeypatch):
+    # flag_gems on CPU with --device cpu: its workers import Triton, whose knob says what they got.
+    args = ("survey", "--stack", "flag_gems", "--routes", "flag_gems", "--ops", "abs", "--device", "cpu",
+            "--workers", "1", "--no-store", "-q")
+    env = dict(flag_gems_env)
+    monkeypatch.delenv("TRITON_CACHE_AUTOTUNING", raising=False)
+    on = run_cli(*args, "-o", "on.json", env=env, cwd=str(tmp_path))
+    assert on.returncode == 0, on.stderr
+    off = run_cli(*args, "--no-shared-autotune", "-o", "off.json", env=env, cwd=str(tmp_path))
+    assert off.returncode == 0, off.stderr
+    docs = {}
+    for name in ("on", "off"):
+        with open(tmp_path / f"{name}.json", encoding="utf-8") as handle:
+            docs[name] = json.load(handle)
+    assert docs["on"]["provenance"]["triton_autotune_cache"] is True
+    assert docs["on"]["provenance"]["runs"][-1]["shared_autotune"] == {"TRITON_CACHE_AUTOTUNING": "1", "set_by": "default"}
+    assert docs["off"]["provenance"]["triton_autotune_cache"] is False
+    assert docs["off"]["provenance"]["runs"][-1]["shared_autotune"]["set_by"] == "--no-shared-autotune"
+    assert docs["on"]["census_sha256"] == docs["off"]["census_sha256"]
+
+
+def test_schedule_holds_an_overloads_other_cases_until_its_first_ended():
+    tasks = [("a", ["x"]), ("a", ["y"]), ("b", ["x"]), ("a", ["z"]), ("c", None), ("b", ["y"])]
+    schedule = Schedule(tasks)
+    # the leads first, in order; a's and b's followers wait
+    assert [schedule.take(), schedule.take()] == [("a", ["x"]), ("b", ["x"])]
+    schedule.finished("a")  # a's kernels are in the cache: its followers go before c's lead
+    assert [schedule.take(), schedule.take(), schedule.take()] == [("a", ["y"]), ("a", ["z"]), ("c", None)]
+    assert schedule.figures()["followers_early"] == 0
+    # nothing else to do: b's follower goes although b's lead has not ended, and is counted
+    assert schedule.take() == ("b", ["y"])
+    assert schedule.take() is None and schedule.empty()
+    assert schedule.figures() == {"hold_followers": True, "followers_early": 1}
+    unheld = Schedule(tasks, hold_followers=False)
+    assert [unheld.take() for _ in tasks] == tasks
+    # Slow last time (history.slow_first put them first): a's second case does work of its
+    # own, so it runs beside a's first; b's second, not slow, waits for b's first.
+    slow = Schedule()
+    slow.put_all([("a", ["y"]), ("a", ["x"]), ("b", ["x"]), ("b", ["y"])], unheld=2)
+    assert [slow.take(), slow.take(), slow.take()] == [("a", ["y"]), ("a", ["x"]), ("b", ["x"])]
+    assert slow.figures()["followers_early"] == 0
+
+
+def test_census_of_the_default_schedule_equals_the_per_overload_reference(tmp_path):
+    # The fault stack's crashes, aborts, poison and NO_SCHEMA, pooled with held followers
+    # against one process per overload (upstream's model); sinh's hour-long hang left out.
+    ops = "abs,erf,floor,ceil,trunc,frac,cosh,no_such_op,is_nonzero"
+    env = {"PYTHONPATH": FIXTURES}
+    common = ("survey", "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", ops, "--timeout", "30", "--no-store", "-q")
+    pooled = run_cli(*common, "--workers", "2", "-o", "p.json", "--census", "p.census", env=env, cwd=str(tmp_path))
+    assert pooled.returncode == 0, pooled.stderr
+    reference = run_cli(*common, "--isolation", "per-overload", "-o", "r.json", "--census", "r.census",
+                        env=env, cwd=str(tmp_path))
+    assert reference.returncode == 0, reference.stderr
+    census = (tmp_path / "p.census").read_text()
+    assert census == (tmp_path / "r.census").read_text()
+    assert "trunc\t1d-f32\tCRASH" in census and "cosh\t1d-f32\tERROR" in census
+    assert last_run(tmp_path / "p.json")["schedule"]["hold_followers"] is True
+
+
+def test_triton_times_count_a_real_compilation_and_a_cache_hit(tmp_path):
+    # A real Triton compilation for an H100-class target (no GPU needed to compile), twice:
+    # the second is a hit in the cache folder.
+    code = r"""
+import json, triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from flagos_doctor.survey.triton_timing import TritonTimes
+times = TritonTimes()
+assert times.install()
+@triton.jit
+def add_one(x_ptr, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n) + 1, mask=i < n)
+src = triton.compiler.ASTSource(fn=add_one, signature={"x_ptr": "*fp32", "n": "i32"}, constexprs={"BLOCK": 64})
+start = times.snapshot()
+triton.compile(src, target=GPUTarget("cuda", 90, 32))
+first = times.since(start)
+middle = times.snapshot()
+triton.compile(src, target=GPUTarget("cuda", 90, 32))
+print(json.dumps([first, times.since(middle), times.since(times.snapshot())]))
+"""
+    import subprocess
+
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "cache"), TRITON_DEFAULT_FP_FUSION="1",
+               PYTHONPATH=REPO_ROOT)
+    script = tmp_path / "compile_twice.py"  # @triton.jit reads its source from a file
+    script.write_text(code)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    first, second, nothing = json.loads(done.stdout.strip().splitlines()[-1])
+    assert first["compiles"] == 1 and first["compile_seconds"] > 0 and first["compile_cache_hits"] == 0
+    assert second["compiles"] == 0 and second["compile_cache_hits"] == 1
+    assert nothing == {}
+
+
+def test_choose_workers_from_cores_memory_and_device():
+    from flagos_doctor.errors import BadInput
+    from flagos_doctor.survey import sizing
+
+    gib = sizing.GIB
+    h200_host = sizing.Machine(cores=16, memory_bytes=120 * gib)
+    picked = sizing.choose(None, h200_host, "flag_gems")
+    assert picked.workers == 16 and picked.requested is None and picked.notices == []
+    small = sizing.choose(None, sizing.Machine(cores=16, memory_bytes=7 * gib), "flag_gems")
+    assert small.workers == 2 and "memory decides" in small.why  # 3 GiB a flag_gems worker
+    assert sizing.choose(None, sizing.Machine(cores=4, memory_bytes=None), "demo").workers == 4
+    assert sizing.choose(None, h200_host, "flag_gems", per_overload=True).workers == 1  # upstream's model
+    capped = sizing.choose(20, sizing.Machine(cores=2, memory_bytes=None), "demo")
+    assert capped.workers == 8 and capped.notices and "capped to 8" in capped.notices[0]
+    assert sizing.choose(80, sizing.Machine(cores=2, memory_bytes=None), "demo").workers == 8
+    for absurd in (81, 10000, 0):
+        with pytest.raises(BadInput):
+            sizing.choose(absurd, sizing.Machine(cores=2, memory_bytes=None), "demo")
+    # The first worker says its device has 5 GiB free: 2 workers at 2 GiB, twice that on 2 devices.
+    assert sizing.after_first_worker(picked, {"memory_free": 5 * gib}, 1) == 2
+    assert picked.workers == 2 and picked.limits["device_memory"] == 2 and "lowered to 2" in picked.notices[-1]
+    roomy = sizing.choose(None, h200_host, "flag_gems")
+    assert sizing.after_first_worker(roomy, {"memory_free": 140 * gib}, 1) is None and roomy.workers == 16
+    assert sizing.after_first_worker(roomy, {"type": "flagos"}, 1) is None  # the stack cannot tell
+    assert sizing.device_limit({"memory_free": 5 * gib}, 2) == 4
+
+
+def test_the_first_workers_device_memory_lowers_the_worker_count(tmp_path):
+    # smalldevicestack's device has 3 GiB free: one worker at 2 GiB, whatever was asked for.
+    done = run_cli("survey", "--stack", "smalldevicestack", "--conf", FAULT_CONF, "--ops", "abs,erf,floor",
+                   "--workers", "2", "--no-store", "-o", "s.json", "--census", "s.census", env={"PYTHONPATH": FIXTURES}, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    with open(tmp_path / "s.json", encoding="utf-8") as handle:
+        doc = json.load(handle)
+    assert doc["provenance"]["device"]["memory_free"] == 3 << 30
+    run = doc["provenance"]["runs"][-1]
+    assert run["workers"] == 1 and run["workers_choice"]["limits"]["device_memory"] == 1
+    assert "lowered to 1: 3.0 GiB free on the device" in done.stderr
+    assert doc["complete"] is False and all(doc["overloads"][name]["cases"] for name in ("abs", "erf", "floor"))

@@ -1,0 +1,227 @@
+"""Survey truth on CPU: failures run again (FLAKY), on the stack's native path (baseline), the
+stock-torch stack, and the notice a finished survey gives when run again.
+
+Real CLI runs in subprocesses with real workers; the truth fixture (tests/fixtures/
+truthstack.py) has a kernel that is right every other call, one wrong the same way on its
+native path, and one wrong on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT, run_cli
+from flagos_doctor.survey import model
+from flagos_doctor.survey.pool import WorkerConfig, WorkerProcess
+
+FIXTURES = os.path.join(REPO_ROOT, "tests", "fixtures")
+TRUTH_CONF = os.path.join(FIXTURES, "truth.conf")
+TRUTH_SPEC = os.path.join(FIXTURES, "truth-spec.yaml")
+
+
+def load(path):
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def truth_survey(tmp, name, *args):
+    """A survey of the truth stack with its own call counter; (results, census text, process)."""
+    env = {"PYTHONPATH": os.pathsep.join([FIXTURES, REPO_ROOT]), "TRUTHSTACK_COUNTER": str(tmp / f"{name}.counter")}
+    done = run_cli("survey", "--stack", "truthstack", "--conf", TRUTH_CONF, "--spec", TRUTH_SPEC, "--no-store",
+                   "-o", f"{name}.json", "--census", f"{name}.census", *args, env=env, cwd=str(tmp))
+    assert done.returncode == 0, done.stderr
+    with open(tmp / f"{name}.census", encoding="utf-8") as handle:
+        return load(tmp / f"{name}.json"), handle.read(), done
+
+
+def case(doc, name, profile):
+    (found,) = [c for c in doc["overloads"][name]["cases"] if c["profile"] == profile]
+    return found
+
+
+@pytest.fixture(scope="module")
+def truth_runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("truth")
+    return tmp, truth_survey(tmp, "first"), truth_survey(tmp, "second")
+
+
+def test_a_case_right_every_other_call_is_flaky_and_counts_neither_way(truth_runs):
+    _, (doc, census, done), _ = truth_runs
+    flaky = case(doc, "neg", "2d-f32")
+    # Its first call was wrong, the one of the 1d case right; run again: wrong, then right.
+    assert flaky["status"] == model.FLAKY and flaky["repeats"] == [model.WRONG, model.WRONG, model.PASS]
+    assert case(doc, "neg", "1d-f32")["status"] == model.PASS
+    assert doc["overloads"]["neg"]["verdict"] == model.STRICT  # FLAKY is not a failure...
+    assert doc["summary"]["statuses"][model.FLAKY] == 1
+    assert "neg\t2d-f32\tFLAKY\tkernel\n" in census
+    assert "FLAKY neg [2d-f32]: WRONG, WRONG, PASS" in done.stdout
+    confirmed = doc["provenance"]["runs"][-1]["confirm"]
+    assert confirmed["repeats"] == {"repeated": 5, "times": 2, "flaky": 1}
+
+
+def test_a_failure_the_native_path_shares_is_counted_apart(truth_runs):
+    _, (doc, census, done), _ = truth_runs
+    for profile in ("2d-f32", "1d-f32"):
+        shared = case(doc, "ceil", profile)
+        assert shared["status"] == model.WRONG and shared["repeats"] == [model.WRONG] * 3
+        assert shared["baseline"]["status"] == model.WRONG and "values differ" in shared["baseline"]["detail"]
+        own = case(doc, "floor", profile)
+        assert own["status"] == model.WRONG and own["baseline"] == {"status": model.PASS, "detail": ""}
+        assert f"ceil\t{profile}\tWRONG+native\tkernel\n" in census
+        assert f"floor\t{profile}\tWRONG\tkernel\n" in census
+    assert doc["overloads"]["ceil"]["verdict"] == model.UNTESTED  # nothing left that tests the stack
+    assert doc["overloads"]["floor"]["verdict"] == model.FAILED
+    assert case(doc, "neg", "2d-f32")["baseline"]["status"] == model.PASS  # flaky cases get one too
+    summary = doc["summary"]
+    assert summary["native_also"] == 2 and summary["native_also_overloads"] == ["ceil"]
+    assert doc["provenance"]["baseline"] == "truthstack.baseline()"
+    assert "ceil [2d-f32]: WRONG, and truthstack.baseline() is WRONG too" in " ".join(done.stdout.split())
+
+
+def test_two_runs_of_a_stack_with_a_flaky_case_give_the_same_census(truth_runs):
+    _, (first, census_a, _), (second, census_b, _) = truth_runs
+    assert census_a == census_b and first["census_sha256"] == second["census_sha256"]
+
+
+def test_without_repeats_or_baseline_the_same_stack_is_blamed(truth_runs):
+    tmp = truth_runs[0]
+    doc, census, _ = truth_survey(tmp, "bare", "--repeats", "0", "--baseline", "none")
+    assert case(doc, "neg", "2d-f32")["status"] == model.WRONG and "repeats" not in case(doc, "neg", "2d-f32")
+    assert doc["overloads"]["neg"]["verdict"] == model.BASIC_ONLY
+    assert doc["overloads"]["ceil"]["verdict"] == model.FAILED
+    assert "baseline" not in case(doc, "ceil", "2d-f32") and doc["summary"]["native_also"] == 0
+
+
+def test_compare_says_two_runs_differ_only_in_flaky_cases(truth_runs):
+    tmp, (first, _, _), _ = truth_runs
+    truth_survey(tmp, "once", "--repeats", "0")  # neg 2d-f32 stays WRONG; the baseline still runs
+    done = run_cli("survey", "--compare", str(tmp / "once.json"), str(tmp / "first.json"), "--json", "-", cwd=str(tmp))
+    comparison = json.loads(done.stdout[: done.stdout.rindex("}") + 1])
+    assert comparison["flaky_only"] is True
+    (changed,) = comparison["cases_changed"]
+    assert changed["overload"] == "neg" and changed["to"]["status"] == model.FLAKY
+    assert changed["from"] == {"status": model.WRONG, "route": "kernel", "baseline": model.PASS}
+    markdown = run_cli("survey", "--compare", str(tmp / "once.json"), str(tmp / "first.json"), "--markdown", "-",
+                       cwd=str(tmp))
+    assert "differ only in cases either side marks FLAKY (1)" in markdown.stdout
+
+
+def test_a_finished_survey_run_again_says_it_ran_nothing(tmp_path):
+    args = ("survey", "--stack", "demo", "--ops", "abs,neg", "--no-store", "-o", "d.json")
+    first = run_cli(*args, cwd=str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    assert "nothing run" not in first.stderr
+    doc = load(tmp_path / "d.json")
+    started = doc["provenance"]["runs"][0]["started"]
+    assert {doc["overloads"][name]["measured"] for name in ("abs", "neg")} == {started}
+    again = run_cli(*args, cwd=str(tmp_path))
+    assert again.returncode == 0, again.stderr
+    assert f"complete: 2 overloads from {tmp_path / 'd.json'}, nothing run; --rerun to run them again" in again.stderr
+    assert f"verdicts measured by the run started {started}: 2" in again.stdout
+    rerun = run_cli(*args, "--rerun", "--ops", "abs", cwd=str(tmp_path))
+    assert rerun.returncode == 0 and "nothing run" not in rerun.stderr
+    doc = load(tmp_path / "d.json")
+    assert doc["overloads"]["abs"]["measured"] == doc["provenance"]["runs"][2]["started"]
+    assert doc["overloads"]["neg"]["measured"] == started
+
+
+def test_stock_torch_stack_runs_torch_own_kernels(tmp_path):
+    done = run_cli("survey", "--stack", "torch", "--conf", TRUTH_CONF, "--spec", TRUTH_SPEC, "--no-store",
+                   "-o", "t.json", cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    doc = load(tmp_path / "t.json")
+    assert doc["provenance"]["stack"] == "torch" and doc["provenance"]["device"]["type"] == "cpu"
+    assert doc["summary"]["verdicts"] == {model.STRICT: 4}
+    assert doc["provenance"]["baseline"] is None  # stock torch is its own native path
+
+
+def test_flag_gems_baseline_worker_runs_stock_torch_without_flag_gems(tmp_path):
+    config = WorkerConfig(python=sys.executable, stack="flag_gems", device=None, spec=TRUTH_SPEC, conf=None,
+                          backend="flagos_python", timeout=120, scratch=str(tmp_path), baseline=True)
+    worker = WorkerProcess(config, 0)
+    try:
+        assert worker.ready["baseline"] == "stock torch"
+        assert worker.ready["device"] == "cpu"  # torch's default accelerator on this machine
+        records = []
+        assert worker.attempt("ceil", ["2d-f32"], records.append) == "done"
+        (result,) = [event.data for event in records if event.kind == "case"]
+        assert result["status"] == model.PASS
+    finally:
+        worker.close()
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sys; from flagos_doctor.survey import stacks; "
+         "print(stacks.get_stack('flag_gems').setup_baseline(), 'flag_gems' in sys.modules)"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": REPO_ROOT}, timeout=300)
+    assert probe.stdout.split() == ["cpu", "False"], probe.stderr
+
+
+def test_baseline_environments_route_around_flagos_python():
+    overloads = ["add.Tensor", "abs", "mm.out"]
+    torch_fl = WorkerConfig(python="python3", stack="torch_fl", device=None, spec=None, conf=TRUTH_CONF,
+                            backend="flagos_python", timeout=1, baseline=True, baseline_overloads=overloads)
+    env = torch_fl.env(0)
+    assert (env["FLAGOS_OP_add__Tensor"], env["FLAGOS_OP_abs"], env["FLAGOS_OP_mm__out"]) == ("cuda",) * 3
+    assert "FLAGOS_OP_abs" not in WorkerConfig(**{**torch_fl.__dict__, "baseline": False}).env(0)
+    metax = WorkerConfig(**{**torch_fl.__dict__, "native_route": "metax"}).env(0)
+    assert metax["FLAGOS_OP_abs"] == "metax"
+
+
+def test_the_demo_reads_flagos_op_overrides_as_torch_fl_does():
+    code = ("import flagos_doctor.demo as demo, torch; x = torch.ones(3).to('flagos'); "
+            "print(sorted(set(demo.registered_overloads) & {'abs', 'neg'}))")
+    env = {**os.environ, "PYTHONPATH": REPO_ROOT, "FLAGOS_OP_abs": "cpu"}
+    env.pop("FLAGOS_BACKEND_CONFIG", None)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.stdout.strip() == "['neg']", done.stderr
+
+
+def test_the_report_names_the_failures_the_native_path_shares(truth_runs):
+    from flagos_doctor.report.bundle import survey_piece
+    from flagos_doctor.report.markdown import render
+
+    tmp = truth_runs[0]
+    text = render({"survey": survey_piece(str(tmp / "first.json"))})
+    assert "- failures the native path shares (not counted): 2 in `ceil`" in text
+    assert "FLAKY 1" in text  # the statuses line
+    assert "- `ceil` [2d-f32]: WRONG, and truthstack.baseline() is WRONG too" in text
+    assert "- `neg` [2d-f32]: WRONG, WRONG, PASS" in text
+
+
+def test_a_survey_killed_while_confirming_carries_on_from_the_last_pass(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([FIXTURES, REPO_ROOT]),
+           "TRUTHSTACK_COUNTER": str(tmp_path / "counter")}
+    args = [sys.executable, "-m", "flagos_doctor", "survey", "--stack", "truthstack", "--conf", TRUTH_CONF,
+            "--spec", TRUTH_SPEC, "--no-store", "-o", "s.json"]
+    survey = subprocess.Popen(args, cwd=str(tmp_path), env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in survey.stderr:  # kill it as the second pass begins: the first is saved
+        seen.append(line)
+        if "again (2 of 2)" in line:
+            survey.send_signal(signal.SIGKILL)
+            break
+    survey.stderr.read()
+    assert survey.wait(timeout=300) == -signal.SIGKILL, "".join(seen)
+    stopped = load(tmp_path / "s.json")
+    failing = [c for e in stopped["overloads"].values() for c in e["cases"] if c["status"] != model.PASS]
+    assert failing and all(len(c["repeats"]) == 2 and "baseline" not in c for c in failing)
+    done = subprocess.run(args, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "again (2 of 2)" in done.stderr and "(1 of 2)" not in done.stderr  # carried on
+    assert "nothing run" not in done.stderr
+    final = load(tmp_path / "s.json")
+    failing = [c for e in final["overloads"].values() for c in e["cases"] if c["status"] != model.PASS]
+    assert failing and all(len(c["repeats"]) == 3 and "baseline" in c for c in failing)
+    assert final["summary"]["native_also"] == 2
+
+
+def test_bad_confirmation_options_are_one_line_exit_2(tmp_path):
+    for bad in (["--baseline", "stock"], ["--repeats", "-1"]):
+        done = run_cli("survey", "--stack", "demo", "--ops", "abs", "--no-store", "-o", "x.json", *bad, cwd=str(tmp_path))
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr

@@ -1,0 +1,240 @@
+"""The doctor's first patient: a real torch_fl, built from its public source (1adbc97) for this
+torch by ``python -m flagos_doctor.torch_fl_build`` (``.ci/run`` builds it; see conftest's
+``real_torch_fl``). On this CPU machine it imports, registers ``flagos`` and has no device.
+
+Expected files and lines come from the imported torch_fl's own source, read here, never
+from a copy of an earlier run's output.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+
+import pytest
+
+from conftest import real_torch_fl
+from flagos_doctor.probe import decisions
+
+COMMIT = "1adbc97478fb3f40dffdbd19232346727a6c0953"
+
+
+@pytest.fixture(scope="module")
+def site():
+    return real_torch_fl()
+
+
+@pytest.fixture(scope="module")
+def source(site):
+    """torch_fl/__init__.py of the build the probe imports: its path and its lines."""
+    path = os.path.join(site, "torch_fl", "__init__.py")
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    return path, text
+
+
+def env_for(site, **extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLAGOS_", "GEMS_", "FLAGGEMS_"))}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (site, os.environ.get("PYTHONPATH")) if p)
+    env.update(extra)
+    return env
+
+
+def run_with(site, *args, **extra):
+    """The CLI in a real subprocess, torch_fl importable only through the build's folder."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "flagos_doctor", *args], capture_output=True, text=True,
+                          env=env_for(site, **extra), timeout=600)
+
+
+@pytest.fixture(scope="module")
+def probed(site, tmp_path_factory):
+    out = tmp_path_factory.mktemp("probe") / "probe.json"
+    done = run_with(site, "probe", "--stack", "torch_fl", "--json", str(out), "--quiet")
+    document = json.loads(out.read_text())
+    return done, document
+
+
+def enclosing_function(text: str, line: int) -> str:
+    """The innermost function of the module source ``text`` holding ``line``, or ``<module>``."""
+    best, best_line = "<module>", 0
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= node.end_lineno:
+            if node.lineno >= best_line:
+                best, best_line = node.name, node.lineno
+    return best
+
+
+def source_line(text: str, line: int) -> str:
+    return text.splitlines()[line - 1]
+
+
+def line_in(text: str, function: str, snippet: str) -> int:
+    """The line of ``snippet`` inside ``function`` (``<module>``: at top level) of ``text``."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if snippet in line and enclosing_function(text, number) == function:
+            return number
+    raise AssertionError(f"{snippet!r} is not in {function} of torch_fl/__init__.py")
+
+
+# What torch_fl's import writes on a machine without CUDA, in order: (probe, the function of
+# torch_fl/__init__.py that writes it, what that source line says).
+WRITERS = [
+    ("$FLAGOS_BACKEND_CONFIG", "_select_backend_config", 'os.environ["FLAGOS_BACKEND_CONFIG"]'),
+    ("PrivateUse1 backend name", "<module>", 'rename_privateuse1_backend("flagos")'),
+    ("torch.flagos", "<module>", '_register_device_module("flagos"'),
+    ("$GEMS_VENDOR", "_patch_flaggems_codegen_config", 'os.environ["GEMS_VENDOR"] = "ascend"'),
+    ("torch.device", "_alias_cuda_to_flagos", "torch.device = "),
+    ("torch.Tensor.cuda", "_alias_cuda_to_flagos", "torch.Tensor.cuda = "),
+    ("torch.cuda.is_available", "_alias_cuda_to_flagos", "torch.cuda.is_available = "),
+    ("torch.cuda.device_count", "_alias_cuda_to_flagos", "torch.cuda.device_count = "),
+    ("torch.cuda.current_device", "_alias_cuda_to_flagos", "torch.cuda.current_device = "),
+    ("torch.cuda.set_device", "_alias_cuda_to_flagos", "torch.cuda.set_device = "),
+    ("torch.cuda.synchronize", "_alias_cuda_to_flagos", "torch.cuda.synchronize = "),
+    ("torch.cuda.get_device_properties", "_alias_cuda_to_flagos", "torch.cuda.get_device_properties = "),
+]
+
+
+def test_probe_names_torch_fl_writers_in_order_with_their_phases(probed, source):
+    _, document = probed
+    _, text = source
+    writes = [e for e in document["events"] if e["kind"] == "write" and e["step"] == "import torch_fl"
+              and e["where"].get("file") == "torch_fl/__init__.py"]
+    assert [e["probe"] for e in writes] == [probe for probe, _, _ in WRITERS]
+    for event, (probe, function, snippet) in zip(writes, WRITERS):
+        line = event["where"]["line"]
+        assert enclosing_function(text, line) == function, (probe, line)
+        assert snippet in source_line(text, line), (probe, line, source_line(text, line))
+        assert event["phase"] == ("import torch_fl" if function == "<module>" else f"torch_fl/__init__.py:{function}")
+    # the final state: the backend renamed, the cuda alias in place
+    facts = document["facts"]
+    assert facts["privateuse1"] == "flagos"
+    assert facts["cuda_maps_to"] == {"ok": True, "repr": "'flagos'"}
+    assert facts["env"]["GEMS_VENDOR"]["final"] == "ascend"
+    conf = facts["env"]["FLAGOS_BACKEND_CONFIG"]["final"]
+    assert conf.endswith(os.path.join("torch_fl", "configs", "backends_cuda.conf")) and os.path.isfile(conf)
+
+
+def test_no_flagos_device_is_one_finding_not_a_chain_of_failures(probed):
+    done, document = probed
+    assert done.returncode == 1, done.stderr
+    kinds = [f["kind"] for f in document["findings"]]
+    assert kinds.count("no-device") == 1
+    assert "exercise-failed" not in kinds and "triton-driver" not in kinds
+    (finding,) = [f for f in document["findings"] if f["kind"] == "no-device"]
+    assert finding["severity"] == "error" and finding["probe"] == "torch.flagos"
+    assert "torch.flagos.device_count() answers 0" in finding["message"]
+    assert "no CUDA driver (libcuda) can be loaded" in finding["message"]
+    # what failed because of it, from the exercise outcomes of this very run
+    failed = [o for o in document["outcomes"] if o["step"].startswith("exercise") and not o["ok"]]
+    assert failed
+    for outcome in failed:
+        assert outcome["error"].splitlines()[0][:60] in finding["message"]
+
+
+def test_triton_reading_the_replaced_is_available_is_a_latent_hazard(probed, source):
+    _, document = probed
+    _, text = source
+    hazards = [f for f in document["findings"] if f["kind"] == "latent-hazard"]
+    assert len(hazards) == 1
+    (hazard,) = hazards
+    assert hazard["severity"] == "warning" and hazard["probe"] == "torch.cuda.is_available"
+    line = line_in(text, "_alias_cuda_to_flagos", "torch.cuda.is_available = ")
+    assert f"torch_fl/__init__.py:_alias_cuda_to_flagos (line {line}) had replaced it" in hazard["message"]
+    assert "triton/backends/nvidia/driver.py:CudaDriver.is_active" in hazard["message"]
+    assert "the replacement and the original both answer False" in hazard["message"]
+    # evaluated in the child with the probe answering True: NVIDIA's driver would be chosen
+    assert "had it answered True" in hazard["message"] and "nvidia: True" in hazard["message"]
+    assert "Triton would create the nvidia backend's driver" in hazard["message"]
+    (write,) = [e for e in document["events"] if e["probe"] == "torch.cuda.is_available" and e["kind"] == "write"]
+    assert hazard["events"][0] == write["seq"]
+
+
+def test_vendor_branch_says_which_branch_and_why(probed, source):
+    _, document = probed
+    _, text = source
+    (finding,) = [f for f in document["findings"] if f["kind"] == "vendor-branch"]
+    line = line_in(text, "_patch_flaggems_codegen_config", 'os.environ["GEMS_VENDOR"] = "ascend"')
+    assert f"_patch_flaggems_codegen_config (line {line}): its Ascend fallback branch" in finding["message"]
+    assert "is_nvidia_cuda_available() answers False" in finding["message"]
+
+
+def test_a_preset_gems_vendor_is_said_to_win(site, tmp_path):
+    out = tmp_path / "probe.json"
+    run_with(site, "probe", "--stack", "torch_fl", "--no-exercise", "--json", str(out), "--quiet",
+             GEMS_VENDOR="ascend", FLAGGEMS_DB_URL=f"sqlite:///{tmp_path}/gems.db")
+    document = json.loads(out.read_text())
+    (finding,) = [f for f in document["findings"] if f["kind"] == "vendor-branch"]
+    assert "GEMS_VENDOR was 'ascend' before torch_fl was imported" in finding["message"]
+    assert not [e for e in document["events"] if e["probe"] == "$GEMS_VENDOR" and e["kind"] == "write"]
+
+
+def test_decisions_read_from_torch_fls_own_guards(source):
+    path, text = source
+    # the cuda-alias guard: `if torch.cuda.is_available(): return`
+    guard = line_in(text, "_alias_cuda_to_flagos", "if torch.cuda.is_available():")
+    on_cuda = decisions.source_decision(path, guard, "is_available", True)
+    assert on_cuda["evaluated"] and on_cuda["statement"] == "if torch.cuda.is_available():"
+    assert on_cuda["now"] == f"line {guard + 1}: `return`"
+    assert on_cuda["other"] == "no branch: it goes on past the if"
+    # the CUDA init: `if (... and ... and torch.cuda.is_available()): torch.cuda.init()`
+    init = line_in(text, "<module>", "and torch.cuda.is_available()")
+    # (the read is the last operand of an `and`: the operands before it were true, or it
+    # would not have been read)
+    call = min(n for n, line in enumerate(text.splitlines(), start=1) if line.strip() == "torch.cuda.init()" and n > init)
+    answered_true = decisions.source_decision(path, init, "is_available", True)
+    assert answered_true["evaluated"] and answered_true["other"] == "no branch: it goes on past the if"
+    assert answered_true["now"] == f"line {call}: `torch.cuda.init()`"
+    answered_false = decisions.source_decision(path, init, "is_available", False)
+    assert answered_false["evaluated"] and answered_false["other"] == f"line {call}: `torch.cuda.init()`"
+    # a read that no if tests: said, not guessed
+    elsewhere = line_in(text, "_alias_cuda_to_flagos", "torch.cuda.is_available = ")
+    unknown = decisions.source_decision(path, elsewhere, "is_available", False)
+    assert not unknown["evaluated"] and "does not test the answer in an if" in unknown["why"]
+
+
+def test_report_fills_torch_fl_version_branch_from_the_real_build(site, tmp_path):
+    out = tmp_path / "report.json"
+    done = run_with(site, "report", "--stack", "torch_fl", "--json", str(out), "--markdown", str(tmp_path / "r.md"))
+    assert done.returncode in (0, 1), done.stderr
+    bundle = json.loads(out.read_text())
+    field = next(f["value"] for f in bundle["template"] if f["field"] == "torch_fl Version/Branch")
+    extension = [n for n in os.listdir(os.path.join(site, "torch_fl")) if n.startswith("_C") and n.endswith(".so")]
+    with open(os.path.join(site, "torch_fl", extension[0]), "rb") as handle:
+        md5 = hashlib.md5(handle.read()).hexdigest()
+    assert field.startswith("0.1.0, ")
+    assert f"commit {COMMIT[:12]}" in field and "clean" in field
+    assert "commit from flagos-doctor build record (tarball " in field
+    assert f"extension md5 {md5}" in field
+    assert "conf in force " in field and "backends_cuda.conf (chosen by torch_fl at import)" in field
+    assert field in (tmp_path / "r.md").read_text()
+    platform = next(f["value"] for f in bundle["template"] if f["field"] == "Platform")
+    assert platform.endswith("accelerator: none found (device type flagos)")
+
+
+def test_report_torch_fl_commit_override_is_said_as_given(site, tmp_path):
+    out = tmp_path / "report.json"
+    run_with(site, "report", "--stack", "torch_fl", "--json", str(out), "--markdown", str(tmp_path / "r.md"),
+             "--torch-fl-commit", "5e0f2aa")
+    entry = json.loads(out.read_text())["environment"]["packages"]["torch_fl"]
+    assert entry["commit"] == "5e0f2aa" and entry["commit_source"] == "given by the user (--torch-fl-commit)"
+    assert entry["commit_found"] == COMMIT and entry["dirty"] is None
+
+
+def test_survey_provenance_of_the_real_build_and_the_users_commit(site, tmp_path):
+    """On CPU only the harness self-check (--device cpu) can run; its provenance is real."""
+    conf = os.path.join(site, "torch_fl", "configs", "backends_flaggems.conf")
+    out = tmp_path / "survey.json"
+    done = run_with(site, "survey", "--stack", "torch_fl", "--device", "cpu", "--conf", conf, "--ops", "abs",
+                    "--no-store", "-q", "-o", str(out), "--torch-fl-commit", "5e0f2aa")
+    assert done.returncode == 0, done.stderr
+    provenance = json.loads(out.read_text())["provenance"]
+    torch_fl = provenance["torch_fl"]
+    assert torch_fl["commit"] == "5e0f2aa" and torch_fl["commit_source"] == "given by the user (--torch-fl-commit)"
+    assert torch_fl["commit_found"] == COMMIT and torch_fl["version"] == "0.1.0"
+    assert torch_fl["commit_found_source"].startswith("flagos-doctor build record (tarball ")
+    assert provenance["store_key"] == "5e0f2aa"
