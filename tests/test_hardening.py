@@ -475,7 +475,9 @@ def test_what_a_killed_survey_left_behind_is_cleaned_at_the_next_start(tmp_path)
             os.kill(pid, 9)
     assert not [name for name in os.listdir(scratch_root) if name.startswith("flagos-survey-")]
     run = json.loads((tmp_path / "again.json").read_text())["provenance"]["runs"][-1]
-    assert run["leftovers_cleaned"] == {"folders": 1, "processes": 1}
+    # The detached sleeper at least (checked dead above); any other orphan of the killed
+    # survey that still carried the mark (a helper child it had started) goes too.
+    assert run["leftovers_cleaned"]["folders"] == 1 and run["leftovers_cleaned"]["processes"] >= 1
 
 
 def test_a_large_route_set_rewrites_the_results_file_a_bounded_number_of_times(tmp_path):
