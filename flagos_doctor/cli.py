@@ -25,16 +25,40 @@ app = typer.Typer(
         "survey: does every overload the backends conf routes to FlagGems still run, "
         "and still agree with CPU? --compare A B diffs two runs.\n\n"
         "report: a Markdown environment report for a bug issue.\n\n"
-        "suite: compare two pytest runs on the same collected set."
+        "suite: compare two pytest runs on the same collected set.\n\n"
+        "matrix: an operator-support table from many survey runs."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
 
 PYTHON_HELP = "Interpreter of the stack under inspection (default: this one)."
 TORCH_FL_COMMIT_HELP = "torch_fl's commit, for a build that records none (said as given by you)."
+MAX_CHARS_HELP = "Budget of the Markdown, in characters (GitHub refuses an issue body over 65,536)."
+#: markdown.DEFAULT_MAX_CHARS, written out so that --help imports nothing more.
+MAX_CHARS = 60_000
+MIN_MAX_CHARS = 2_000
+
+
+def _no_flag_placeholder() -> None:
+    """Show no ``<bool>`` type beside an on/off flag in ``--help``: with click 8.2 and later,
+    Typer's rich help prints the flag's type as ``<bool>``, which a flag never takes."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "_flagos_doctor", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag else shown(self, ctx)
+
+    display_type_rich._flagos_doctor = True
+    TyperOption.display_type_rich = display_type_rich
+
+
+_no_flag_placeholder()
 
 
 def _seconds(value: float) -> float:
@@ -101,6 +125,7 @@ def probe(
     timeout: float = typer.Option(120.0, callback=_seconds, help="Seconds before the child is killed."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the JSON document."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Write a Markdown report."),
+    max_chars: int = typer.Option(MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
 ):
     """Import the stack in a fresh process and record every write of every watched probe."""
@@ -108,7 +133,8 @@ def probe(
         "flagos_doctor.probe.command",
         opts.ProbeOptions(
             imports=list(imports), stack=stack, python=python, watch=list(watch), watch_file=watch_file,
-            exercise=exercise, timeout=timeout, json_path=json_path, markdown_path=markdown_path, quiet=quiet,
+            exercise=exercise, timeout=timeout, json_path=json_path, markdown_path=markdown_path,
+            max_chars=max_chars, quiet=quiet,
         ),
     )
 
@@ -140,21 +166,23 @@ def survey(
     tasks: str = typer.Option("cases", help="What a pooled worker takes at a time: cases (an overload's slow cases run side by side) | overloads (its kernels compile once, in one worker)."),
     timeout: float = typer.Option(120.0, callback=_seconds, help="Seconds per case before its worker is replaced."),
     start_timeout: float = typer.Option(600.0, callback=_start_seconds, help="Seconds for a worker to import the stack and start."),
-    keep_env: bool = typer.Option(False, help="Keep stray FLAGOS_OP_* variables."),
+    keep_env: bool = typer.Option(False, "--keep-env", help="Keep stray FLAGOS_OP_* variables."),
     no_shared_autotune: bool = typer.Option(False, "--no-shared-autotune", help="Each worker autotunes Triton kernels for itself (default: they share results through Triton's cache, TRITON_CACHE_AUTOTUNING=1)."),
     output: Optional[str] = typer.Option(None, "--output", "-o", metavar="PATH", help="Results file (resumed if it exists)."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Also write the results JSON here."),
     census_path: Optional[str] = typer.Option(None, "--census", metavar="PATH", help="Write the case census."),
-    rerun: bool = typer.Option(False, help="Re-run the selected overloads in an existing results file."),
+    rerun: bool = typer.Option(False, "--rerun", help="Re-run the selected overloads in an existing results file."),
     store: Optional[str] = typer.Option(None, metavar="DIR", help="Results store (default: $FLAGOS_DOCTOR_STORE or ~/.local/share/flagos-doctor/results)."),
-    no_store: bool = typer.Option(False, help="Leave the results store alone: do not file this run, nor take timing hints from earlier runs."),
+    no_store: bool = typer.Option(False, "--no-store", help="Leave the results store alone: do not file this run, nor take timing hints from earlier runs."),
     compare: Optional[Tuple[str, str]] = typer.Option(None, metavar="A B", help="Compare two runs: results files or commit prefixes."),
-    force: bool = typer.Option(False, help="Compare even when the runs are not comparable."),
+    force: bool = typer.Option(False, "--force", help="Compare even when the runs are not comparable."),
     fail_on: str = typer.Option("regression", help="any | regression | never (with --compare)."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Markdown (with --compare)."),
+    max_chars: int = typer.Option(MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
+    show_all: bool = typer.Option(False, "--all", help="Terminal view of --compare: every transition and changed case, not only the summary and the largest groups."),
     repo: Optional[str] = typer.Option(None, metavar="PATH", help="Git checkout to build missing arms from (with --compare)."),
     build_cmd: Optional[str] = typer.Option(None, metavar="CMD", help="Build command run in each arm's worktree."),
-    attribute: bool = typer.Option(False, help="With --compare A B: whose is each failure of A (torch_fl) against B, the same cases through flag_gems alone."),
+    attribute: bool = typer.Option(False, "--attribute", help="With --compare A B: whose is each failure of A (torch_fl) against B, the same cases through flag_gems alone."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary."),
     repeats: int = typer.Option(2, min=0, help="Run each WRONG/ERROR/CRASH/TIMEOUT case this many more times, in fresh workers; differing outcomes make it FLAKY."),
     baseline: str = typer.Option("native", help="native | none: run failing cases on the stack's native path (stock torch for flag_gems); a failure it shares does not count."),
@@ -178,8 +206,8 @@ def survey(
             "flagos_doctor.compare.command",
             opts.CompareOptions(
                 a=compare[0], b=compare[1], store=store, force=force, fail_on=fail_on, json_path=json_path,
-                markdown_path=markdown_path, repo=repo, build_cmd=build_cmd, survey=survey_options, quiet=quiet,
-                attribute=attribute,
+                markdown_path=markdown_path, repo=repo, build_cmd=build_cmd, survey=survey_options,
+                max_chars=max_chars, show_all=show_all, quiet=quiet, attribute=attribute,
             ),
         )
     _dispatch("flagos_doctor.survey.command", survey_options)
@@ -190,7 +218,8 @@ def survey(
         "Examples:\n\n"
         "  flagos-doctor report > issue.md\n\n"
         "  flagos-doctor report --stack torch_fl --survey after.json --json bundle.json\n\n"
-        "  flagos-doctor report --compare before.json after.json"
+        "  flagos-doctor report --compare before.json after.json\n\n"
+        "  flagos-doctor report --compare flag_gems-4.2.0 flag_gems-5.0.2 --force --max-chars 60000"
     )
 )
 def report(
@@ -199,9 +228,11 @@ def report(
     imports: List[str] = typer.Option([], "--import", metavar="MOD", help="Modules to probe, in order."),
     survey_path: Optional[str] = typer.Option(None, "--survey", metavar="FILE", help="Add a survey summary."),
     compare: Optional[Tuple[str, str]] = typer.Option(None, metavar="A B", help="Add a survey comparison."),
+    force: bool = typer.Option(False, "--force", help="Attach the comparison even when the runs are not comparable."),
     store: Optional[str] = typer.Option(None, metavar="DIR", help="Results store for --compare."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the JSON bundle."),
     markdown_path: Optional[str] = typer.Option("-", "--markdown", metavar="PATH|-", help="Markdown output (default: stdout)."),
+    max_chars: int = typer.Option(MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
     timeout: float = typer.Option(120.0, callback=_seconds, help="Seconds for the probe child."),
     torch_fl_commit: Optional[str] = typer.Option(None, metavar="SHA", help=TORCH_FL_COMMIT_HELP),
 ):
@@ -211,7 +242,8 @@ def report(
         opts.ReportOptions(
             python=python, stack=stack, imports=list(imports), survey=survey_path, compare=compare,
             store=store, json_path=json_path, markdown_path=markdown_path, timeout=timeout,
-            torch_fl_commit=torch_fl_commit,
+            torch_fl_commit=torch_fl_commit, force=force,
+            max_chars=max_chars,
         ),
     )
 
@@ -230,11 +262,12 @@ def suite(
     repo: Optional[str] = typer.Option(None, metavar="PATH", help="Git checkout to run missing arms from."),
     build_cmd: Optional[str] = typer.Option(None, metavar="CMD", help="Build command run in each worktree."),
     test_cmd: Optional[str] = typer.Option(None, metavar="CMD", help="Test command run in each worktree."),
-    same_collection: bool = typer.Option(False, help="Refuse (exit 2) when the collected sets differ."),
+    same_collection: bool = typer.Option(False, "--same-collection", help="Refuse (exit 2) when the collected sets differ."),
     flaky: Optional[str] = typer.Option(None, metavar="FILE", help="Tests known to be flaky, reported apart."),
     fail_on: str = typer.Option("regression", help="any | regression | never."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the JSON comparison."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Write Markdown."),
+    max_chars: int = typer.Option(MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
 ):
     """Compare two pytest runs (JUnit XML), checking first that they collected the same tests."""
@@ -243,7 +276,34 @@ def suite(
         opts.SuiteOptions(
             a=compare[0], b=compare[1], store=store, repo=repo, build_cmd=build_cmd, test_cmd=test_cmd,
             same_collection=same_collection, flaky=flaky, fail_on=fail_on, json_path=json_path,
-            markdown_path=markdown_path, quiet=quiet,
+            markdown_path=markdown_path, max_chars=max_chars, quiet=quiet,
+        ),
+    )
+
+
+@app.command(
+    epilog=(
+        "Examples:\n\n"
+        "  flagos-doctor matrix surveys/results/flag_gems-4.2.0-h200.json surveys/results/flag_gems-5.0.2-h200.json\n\n"
+        "  flagos-doctor matrix flag_gems- --markdown support.md --csv support.csv   # every run filed under flag_gems-*\n\n"
+        "  flagos-doctor matrix 'stack=torch_fl,device=*MetaX*' --json matrix.json"
+    )
+)
+def matrix(
+    results: List[str] = typer.Argument(..., metavar="RESULTS...", help="Results files, store key prefixes (a commit, flag_gems-5), or store queries FIELD=GLOB[,...] over key, stack, version, device, commit, fingerprint."),
+    store: Optional[str] = typer.Option(None, metavar="DIR", help="Results store (default: $FLAGOS_DOCTOR_STORE or ~/.local/share/flagos-doctor/results)."),
+    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the matrix JSON."),
+    csv_path: Optional[str] = typer.Option(None, "--csv", metavar="PATH|-", help="Write the matrix as CSV."),
+    markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Write Markdown."),
+    max_chars: int = typer.Option(MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
+):
+    """An operator-support table: a row per overload, a column per survey run."""
+    _dispatch(
+        "flagos_doctor.matrix.command",
+        opts.MatrixOptions(
+            results=list(results), store=store, json_path=json_path, csv_path=csv_path,
+            markdown_path=markdown_path, max_chars=max_chars, quiet=quiet,
         ),
     )
 

@@ -75,8 +75,16 @@ def write_failed(path: str, exc: OSError) -> BadInput:
     return BadInput(f"cannot write: {exc.strerror or exc}{hint}", path)
 
 
+def _umask() -> int:
+    """The process's umask (reading it means setting it: set it straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Replace ``path`` with ``text`` in one step."""
+    """Replace ``path`` with ``text`` in one step; the file gets the mode any new file of
+    the user's would (0666 less the umask), not the private 0600 of a temporary file."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     try:
@@ -85,6 +93,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     except OSError as exc:
         raise write_failed(path, exc) from None
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()

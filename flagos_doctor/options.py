@@ -21,6 +21,7 @@ class ProbeOptions:
     timeout: float = 120.0
     json_path: str | None = None  # PATH or "-"
     markdown_path: str | None = None  # PATH or "-"
+    max_chars: int = 60_000  # the Markdown's budget (markdown.DEFAULT_MAX_CHARS)
     quiet: bool = False
 
 
@@ -67,6 +68,8 @@ class CompareOptions:
     repo: str | None = None
     build_cmd: str | None = None
     survey: SurveyOptions | None = None  # how to survey an arm built from --repo
+    max_chars: int = 60_000
+    show_all: bool = False  # the terminal view lists every transition and changed case
     quiet: bool = False
     attribute: bool = False  # classify A's failures against B (flag_gems alone): compare/attribute.py
 
@@ -83,6 +86,8 @@ class ReportOptions:
     markdown_path: str | None = "-"
     timeout: float = 120.0
     torch_fl_commit: str | None = None  # provenance for a torch_fl build that records none
+    force: bool = False  # attach a comparison of runs that are not comparable
+    max_chars: int = 60_000
 
 
 @dataclass
@@ -98,4 +103,16 @@ class SuiteOptions:
     fail_on: str = "regression"
     json_path: str | None = None
     markdown_path: str | None = None
+    max_chars: int = 60_000
+    quiet: bool = False
+
+
+@dataclass
+class MatrixOptions:
+    results: list[str] = field(default_factory=list)  # files, store key prefixes, store queries
+    store: str | None = None
+    json_path: str | None = None
+    csv_path: str | None = None
+    markdown_path: str | None = None
+    max_chars: int = 60_000
     quiet: bool = False

@@ -495,7 +495,11 @@ def bundle_torch_libraries(package: str, facts: dict, root: str) -> list[str]:
 def check_import(site: str, python: str) -> str:
     """Import the build in a fresh interpreter; BuildFailed with the error's last line if it fails."""
     env = _python_env({"PYTHONPATH": site})
-    done = _run([python, "-c", "import torch_fl, sys; print(torch_fl.__file__)"], env=env, timeout=600)
+    # cwd=site: ``python -c`` puts the working directory first on sys.path, and a build
+    # command runs in the source tree (``--build-cmd`` in a worktree), whose unbuilt
+    # torch_fl/ would be imported instead of the build (seen on the H200: "No module
+    # named 'torch_fl._C'").
+    done = _run([python, "-c", "import torch_fl, sys; print(torch_fl.__file__)"], cwd=site, env=env, timeout=600)
     if done.returncode != 0:
         raise BuildFailed(f"import torch_fl failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
     return done.stdout.strip().splitlines()[-1]

@@ -5,11 +5,20 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(REPO_ROOT), "shared")
+FIXTURES = os.path.join(REPO_ROOT, "tests", "fixtures")
+# The fault stack's environment: this checkout's flagos_doctor after the fixtures (an
+# installed one elsewhere must not win); flag_gems importable on CPU for its bound kernels.
+FAULT_ENV = {
+    "PYTHONPATH": os.pathsep.join([FIXTURES, REPO_ROOT]),
+    "GEMS_VENDOR": "nvidia",
+    "FLAGGEMS_DB_URL": f"sqlite:///{tempfile.gettempdir()}/flagos-doctor-fault-{os.getpid()}.db",
+}
 CONFS = os.path.join(SHARED, "torch-fl-confs")
 
 

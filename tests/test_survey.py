@@ -18,18 +18,10 @@ import time
 
 import pytest
 
-from conftest import REPO_ROOT, run_cli
+from conftest import FAULT_ENV, FIXTURES, REPO_ROOT, run_cli
 from flagos_doctor.survey import census, model, verdicts
 
-FIXTURES = os.path.join(REPO_ROOT, "tests", "fixtures")
 FAULT_CONF = os.path.join(FIXTURES, "fault.conf")
-# This checkout's flagos_doctor after the fixtures (an installed one elsewhere must not win);
-# flag_gems importable on CPU for the fault stack's bound kernels (log1p, expm1).
-FAULT_ENV = {
-    "PYTHONPATH": os.pathsep.join([FIXTURES, REPO_ROOT]),
-    "GEMS_VENDOR": "nvidia",
-    "FLAGGEMS_DB_URL": f"sqlite:///{tempfile.gettempdir()}/flagos-doctor-fault-{os.getpid()}.db",
-}
 
 
 def survey(tmp, *args, env=None, timeout=300):

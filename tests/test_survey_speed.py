@@ -14,10 +14,9 @@ import sys
 
 import pytest
 
-from conftest import REPO_ROOT, run_cli
+from conftest import FAULT_ENV, FIXTURES, REPO_ROOT, run_cli
 from flagos_doctor.survey.schedule import Schedule
 
-FIXTURES = os.path.join(REPO_ROOT, "tests", "fixtures")
 FAULT_CONF = os.path.join(FIXTURES, "fault.conf")
 needs_taskset = pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset (util-linux)")
 
@@ -124,9 +123,7 @@ def test_census_of_the_default_schedule_equals_the_per_overload_reference(tmp_pa
     # The fault stack's crashes, aborts, poison and NO_SCHEMA, pooled with held followers
     # against one process per overload (upstream's model); sinh's hour-long hang left out.
     ops = "abs,erf,floor,ceil,trunc,frac,cosh,no_such_op,is_nonzero"
-    # The fault stack imports flag_gems at its start: on a CPU machine it needs a vendor.
-    env = {"PYTHONPATH": os.pathsep.join([FIXTURES, REPO_ROOT]), "GEMS_VENDOR": "nvidia",
-           "FLAGGEMS_DB_URL": f"sqlite:///{tmp_path}/flaggems.db"}
+    env = FAULT_ENV
     common = ("survey", "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", ops, "--timeout", "30", "--no-store", "-q")
     pooled = run_cli(*common, "--workers", "2", "-o", "p.json", "--census", "p.census", env=env, cwd=str(tmp_path))
     assert pooled.returncode == 0, pooled.stderr

@@ -15,7 +15,7 @@ from conftest import REPO_ROOT, TORCH_FL_TARBALL, real_torch_fl
 from flagos_doctor.compare.build import announced_import_path
 from flagos_doctor.errors import BadInput
 from flagos_doctor.torch_fl_build import (
-    apply_kineto_patch, build_key, fix_nvrtc_cache, resolve_source, tarball_commit,
+    apply_kineto_patch, build_key, check_import, fix_nvrtc_cache, resolve_source, tarball_commit,
 )
 
 FACTS = {"python": "3.11.7", "torch": "2.13.0+cpu"}
@@ -197,3 +197,17 @@ def cuda13_toolkit() -> bool:
 
     home = cuda_home()
     return bool(home) and any(os.path.isfile(os.path.join(home, d, "libnvrtc.so.13")) for d in ("lib64", "lib"))
+
+
+def test_the_import_check_imports_the_build_not_the_unbuilt_tree_it_runs_in(tmp_path, monkeypatch):
+    # A build command runs in the source tree (survey --compare --build-cmd, in a worktree):
+    # the unbuilt torch_fl/ there must not shadow the build being checked.
+    site = tmp_path / "site" / "torch_fl"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text("")
+    tree = tmp_path / "tree" / "torch_fl"
+    tree.mkdir(parents=True)
+    (tree / "__init__.py").write_text("from torch_fl import _C  # not built here\n")
+    monkeypatch.chdir(tmp_path / "tree")
+    found = check_import(str(tmp_path / "site"), sys.executable)
+    assert found == str(site / "__init__.py")

@@ -8,6 +8,7 @@
 #   bash benchmarks/h200/run.sh stock 5.0.2      # the same route set on stock torch (--stack torch)
 #   bash benchmarks/h200/run.sh again 5.0.2      # a second, fresh survey of 5.0.2; compare the censuses
 #   bash benchmarks/h200/run.sh probe            # probe the stack with flag_gems imported
+#   bash benchmarks/h200/run.sh patients         # the probe on stacks nobody here wrote (Python 3.12 + torch)
 #   bash benchmarks/h200/run.sh speed cold|warm  # pooled vs per-overload, 26 overloads
 #   bash benchmarks/h200/run.sh scale            # --devices 0,1 vs one device (2 GPUs)
 #   bash benchmarks/h200/run.sh torchfl-survey    # the ready torch_fl 1adbc97 build, its flagos_python routes
@@ -113,6 +114,19 @@ case "$step" in
       --markdown "$OUT/probe-h200-flag_gems.md" --timeout 300
     echo "probe exit: $?"
     ;;
+  patients)
+    # Python 3.12 with torch: nn.Module (metaclass type) through dict watchers, torch.Tensor
+    # through classwrites, autoloaded plugins; the CPU machine has torch on 3.11 only.
+    export PYTHONPATH=$REPO/tests/fixtures/probe_stacks:$REPO
+    python3 -m flagos_doctor probe --import torchclasses --no-exercise --watch torch.nn.Module.cuda \
+      --watch torch.nn.Module.register_parameter --json "$OUT/probe-h200-torchclasses.json"
+    echo "probe exit: $?"
+    if python3 -c "import pytest" 2>/dev/null; then
+      python3 -m pytest -q -p no:cacheprovider tests/test_probe_patients.py 2>&1 | tail -25
+    else
+      echo "no pytest on this machine: only the probe above ran"
+    fi
+    ;;
   speed)
     export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO
     python3 benchmarks/survey_speed.py --stack flag_gems --count 26 --cache "$2" --workers "${WORKERS:-16}" \
@@ -167,18 +181,20 @@ case "$step" in
     export TRITON_CACHE_DIR=$WORK/triton-cache-torch_fl
     [ -d $WORK/Torch-FL ] || git clone -q .whl/tfl/Torch-FL-history.bundle $WORK/Torch-FL
     # A fresh machine carries on from the store a previous call left in $OUT/store (carried
-    # back as .whl/store): an arm surveyed there is not built again.
-    [ -d $WORK/store ] || { [ -d .whl/store ] && cp -r .whl/store $WORK/store; }
+    # back as .whl/store.tar): an arm surveyed there is not built again.
+    [ -d $WORK/store ] || { [ -f .whl/store.tar ] && mkdir -p $WORK/store && tar xf .whl/store.tar -C $WORK/store; }
     git -C $WORK/Torch-FL show ceb4821:torch_fl/configs/backends_flaggems.conf > $WORK/backends_flaggems-ceb4821.conf
+    # COMMIT_OPS (optional) replaces the sample below, e.g. to fit what device time is left.
     OPS=sum.out,sum.IntList_out,cumsum.out,mm.out,softshrink.out,where.self_out,addmm.dtype_out
-    OPS=$OPS,abs,add.Tensor,mul_.Tensor,mm,bmm,_softmax,sum,sum.dim_IntList,cumsum,where.self,exp
+    OPS=${COMMIT_OPS:-$OPS,abs,add.Tensor,mul_.Tensor,mm,bmm,_softmax,sum,sum.dim_IntList,cumsum,where.self,exp}
     timeout "${SURVEY_SECONDS:-540}" python3 -m flagos_doctor survey --compare 5c9d6f4 ceb4821 \
       --repo $WORK/Torch-FL --build-cmd 'python3 -m flagos_doctor.torch_fl_build .' \
       --stack torch_fl --conf $WORK/backends_flaggems-ceb4821.conf --ops "$OPS" \
       --workers "${WORKERS:-8}" --timeout 300 --store $WORK/store \
       --json "$OUT/compare-5c9d6f4-ceb4821.json" --markdown "$OUT/compare-5c9d6f4-ceb4821.md"
     echo "compare exit: $?"
-    cp -r $WORK/store "$OUT/store" 2>/dev/null
+    # One file: the device tool returns nothing deeper than two folders under $OUT.
+    tar cf "$OUT/store.tar" -C $WORK/store . 2>/dev/null
     ;;
   full)  # state in $WORK/full survives between calls while the machine stays warm
     export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO

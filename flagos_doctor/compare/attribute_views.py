@@ -2,13 +2,15 @@
 
 Both render from the JSON document only: a table of classes, then one row per overload with
 a failing case, then the evidence of every case that fails only under A (its error under A,
-its outcome alone), the part a bug report needs.
+its outcome alone), the part a bug report needs. The Markdown stays under a character
+budget (:class:`~flagos_doctor.markdown.Page`): the classes always, the evidence next, the
+overloads while they fit.
 """
 
 from __future__ import annotations
 
 from flagos_doctor.compare.attribute import CLASSES, INTEGRATION, MEANING
-from flagos_doctor.markdown import cell, details
+from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell
 
 
 def _title(doc: dict) -> str:
@@ -57,7 +59,9 @@ def render_terminal(doc: dict, console) -> None:
                   + (": " + ", ".join(integration) if integration else ""))
 
 
-def render_markdown(doc: dict, heading_level: int = 2) -> str:
+def render_markdown(doc: dict, heading_level: int = 2, max_chars: int = DEFAULT_MAX_CHARS,
+                    full_record: str = "the attribution's JSON (`survey --compare A B --attribute --json PATH`)") -> str:
+    page = Page(max_chars, full_record)
     hashes = "#" * heading_level
     out = [f"{hashes} {_title(doc)}", ""]
     for item in doc["context"]:
@@ -65,16 +69,18 @@ def render_markdown(doc: dict, heading_level: int = 2) -> str:
     out += ["", "| class | failing cases of A | meaning |", "|---|---:|---|"]
     out += [f"| {kind} | {doc['counts'][kind]} | {MEANING[kind]} |" for kind in CLASSES]
     out.append("")
-    rows = ["| overload | cases by class |", "|---|---|"]
-    rows += [f"| `{cell(name)}` | {cell(_classes(entry))} |" for name, entry in doc["overloads"].items()]
+    page.add(out)
+    rows = [f"| `{cell(name)}` | {cell(_classes(entry))} |" for name, entry in doc["overloads"].items()]
     if doc["overloads"]:
-        out += details(f"Overloads with a failing case ({len(doc['overloads'])})", rows)
+        page.add_table(f"Overloads with a failing case ({len(doc['overloads'])})",
+                       ["| overload | cases by class |", "|---|---|"], rows, 2, "overloads with a failing case")
     evidence = [
         f"| `{cell(name)}` | {cell(case['profile'])} | {cell(case['a']['status'])}: {cell(case['a']['detail'])} "
         f"| {cell(case['a'].get('route'))} | {cell(case['b']['status'])} ({cell(case['b'].get('route'))}) |"
         for name, case in _evidence(doc)
     ]
     if evidence:
-        out += details(f"Fails only under {cell(doc['arms']['a']['label'])}: the evidence ({len(evidence)} cases)",
-                       ["| overload | profile | under A | route under A | alone |", "|---|---|---|---|---|", *evidence])
-    return "\n".join(out).rstrip("\n") + "\n"
+        page.add_table(f"Fails only under {cell(doc['arms']['a']['label'])}: the evidence ({len(evidence)} cases)",
+                       ["| overload | profile | under A | route under A | alone |", "|---|---|---|---|---|"],
+                       evidence, 1, "the evidence of cases failing only under A")
+    return page.text()

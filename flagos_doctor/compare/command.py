@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 import sys
 
-from rich.console import Console
-
 from flagos_doctor import checks
 from flagos_doctor.compare import arms as arms_mod
 from flagos_doctor.compare import markdown, terminal
 from flagos_doctor.compare.diff import compare, exit_code
+from flagos_doctor.console import output_console
 from flagos_doctor.errors import BadInput
 from flagos_doctor.files import atomic_write_text, dump_json, write_json, write_stdout
+from flagos_doctor.markdown import full_record
 from flagos_doctor.options import CompareOptions, SurveyOptions
 from flagos_doctor.store import Store
 
@@ -57,12 +57,18 @@ def _short(value, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def not_comparable_message(comparison: dict) -> str:
+    """Why two runs are not compared, naming the fields that differ."""
+    fields = ", ".join(f"{d['field']} ({_short(d['a'])} vs {_short(d['b'])})" for d in comparison["differences"])
+    return f"runs are not comparable: {fields}; --force compares anyway"
+
+
 def _refusal(comparison: dict) -> dict:
     keep = ("schema", "comparable", "differences", "census_sha256", "arms")
     return {**{k: comparison[k] for k in keep}, "refused": True}
 
 
-def _emit(options: CompareOptions, comparison: dict, stderr: Console) -> None:
+def _emit(options: CompareOptions, comparison: dict, stderr) -> None:
     to_stdout = False
     if options.json_path:
         if options.json_path == "-":
@@ -71,14 +77,15 @@ def _emit(options: CompareOptions, comparison: dict, stderr: Console) -> None:
         else:
             write_json(options.json_path, comparison)
     if options.markdown_path:
-        text = markdown.render(comparison)
+        text = markdown.render(comparison, max_chars=options.max_chars, full_record=full_record(
+            options.json_path, "the comparison's JSON (`survey --compare A B --force --json PATH`)"))
         if options.markdown_path == "-":
             write_stdout(text, "--markdown")
             to_stdout = True
         else:
             atomic_write_text(options.markdown_path, text)
     if not options.quiet:
-        terminal.render(comparison, stderr if to_stdout else Console())
+        terminal.render(comparison, stderr if to_stdout else output_console(), show_all=options.show_all)
 
 
 def run(options: CompareOptions) -> int:
@@ -86,7 +93,7 @@ def run(options: CompareOptions) -> int:
         raise BadInput(f"--fail-on must be one of {', '.join(FAIL_ON)}, not {options.fail_on!r}")
     checks.writable_file(options.json_path, "--json")
     checks.writable_file(options.markdown_path, "--markdown")
-    stderr = Console(stderr=True)
+    stderr = output_console(stderr=True)
     if options.attribute:
         return run_attribution(options, stderr)
     comparison = build_comparison(options, say=None if not options.quiet else (lambda line: None))
@@ -98,8 +105,7 @@ def run(options: CompareOptions) -> int:
                 sys.stdout.write(dump_json(refusal))
             else:
                 write_json(options.json_path, refusal)
-        fields = ", ".join(f"{d['field']} ({_short(d['a'])} vs {_short(d['b'])})" for d in diffs)
-        raise BadInput(f"runs are not comparable: {fields}; --force compares anyway", f"{options.a} vs {options.b}")
+        raise BadInput(not_comparable_message(comparison), f"{options.a} vs {options.b}")
     if diffs:
         fields = ", ".join(d["field"] for d in diffs)
         stderr.print(f"[bold yellow]warning:[/] runs are not comparable ({fields} differ); comparing anyway (--force)")
@@ -108,7 +114,7 @@ def run(options: CompareOptions) -> int:
     return exit_code(comparison, options.fail_on)
 
 
-def run_attribution(options: CompareOptions, stderr: Console) -> int:
+def run_attribution(options: CompareOptions, stderr) -> int:
     """``--compare A B --attribute``: A's failing cases classified against B (:mod:`.attribute`).
 
     Refuses (exit 2) only when the cases are not the same cases (harness, profiles,
@@ -134,12 +140,13 @@ def run_attribution(options: CompareOptions, stderr: Console) -> int:
     elif options.json_path:
         write_json(options.json_path, doc)
     if options.markdown_path:
-        text = attribute_views.render_markdown(doc)
+        text = attribute_views.render_markdown(doc, max_chars=options.max_chars, full_record=full_record(
+            options.json_path, "the attribution's JSON (`survey --compare A B --attribute --json PATH`)"))
         if options.markdown_path == "-":
             sys.stdout.write(text)
             to_stdout = True
         else:
             atomic_write_text(options.markdown_path, text)
     if not options.quiet:
-        attribute_views.render_terminal(doc, stderr if to_stdout else Console())
+        attribute_views.render_terminal(doc, stderr if to_stdout else output_console())
     return attribution_exit(doc, options.fail_on)

@@ -11,6 +11,10 @@ document of schema ``flagos-doctor/compare/1``::
     transitions       [{overload, from, to, kind, mark}]: verdict changes, regressions first
     cases_changed     [{overload, profile, from: {status, route[, baseline]}|null, to: ..., regression}]
     flaky_only        bool: cases changed, and each of them is FLAKY on one side or the other
+    change_groups     [{from, to, cases, overloads, regression, members}]: the changed cases
+                      grouped by status and cause on each side (:mod:`..survey.groups`)
+    failure_groups    [{status, signature, presence, a, b, examples, members}]: the
+                      failures of both runs grouped by cause, side by side
     regressions       number of overloads that regressed
     fixes, changes    numbers of overloads fixed / otherwise changed
     unchanged         number of overloads whose verdict and cases are all unchanged
@@ -29,6 +33,7 @@ Rules (the survey's words, :mod:`flagos_doctor.survey.model`):
 
 from __future__ import annotations
 
+from flagos_doctor.survey import groups
 from flagos_doctor.survey.model import FAILED, FLAKY, PASS, VERDICT_RANK, VERDICTS
 
 COMPARE_SCHEMA = "flagos-doctor/compare/1"
@@ -127,6 +132,14 @@ def _counts_against(view: dict | None) -> bool:
     return view is not None and view["status"] != FLAKY and view.get("baseline") != view["status"]
 
 
+def _with_signature(view: dict | None, case: dict | None) -> dict | None:
+    """A changed case's view with its cause, for grouping (equality is on status and route)."""
+    if view is None:
+        return None
+    cause = groups.signature(case)
+    return {**view, "signature": cause} if cause else view
+
+
 def classify(before: str | None, after: str | None) -> tuple[str, str]:
     """``(kind, mark)`` of a verdict change ``before -> after`` (None: absent from that arm).
 
@@ -201,6 +214,7 @@ def compare(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B", force: 
     over_b = b.get("overloads") or {}
     transitions = []
     cases_changed = []
+    signed = []  # the changed cases with their causes, for the change groups
     regressed, fixed, changed, unchanged = set(), set(), set(), 0
     for name in sorted(set(over_a) | set(over_b)):
         entry_a, entry_b = over_a.get(name), over_b.get(name)
@@ -223,6 +237,11 @@ def compare(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B", force: 
             cases_changed.append(
                 {"overload": name, "profile": profile, "from": view_a, "to": view_b, "regression": went_bad}
             )
+            signed.append({
+                "overload": name, "profile": profile, "regression": went_bad,
+                "from": _with_signature(view_a, cases_a.get(profile)),
+                "to": _with_signature(view_b, cases_b.get(profile)),
+            })
             overload_changed = True
             if went_bad:
                 regressed.add(name)
@@ -251,6 +270,8 @@ def compare(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B", force: 
         "cases_changed": cases_changed,
         "flaky_only": bool(cases_changed) and all(
             FLAKY in ((c["from"] or {}).get("status"), (c["to"] or {}).get("status")) for c in cases_changed),
+        "change_groups": groups.change_groups(signed),
+        "failure_groups": groups.compared_groups(over_a, over_b),
         "regressions": len(regressed),
         "regressed_overloads": sorted(regressed),
         "case_regressions": sum(1 for c in cases_changed if c["regression"]),

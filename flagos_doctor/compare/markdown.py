@@ -1,15 +1,23 @@
 """The comparison document as Markdown for a pull request or an issue.
 
-Renders from the JSON document alone. Lists longer than :data:`INLINE_MAX` go in
-``<details>`` blocks so the page stays readable.
+Renders from the JSON document alone, onto a :class:`~flagos_doctor.markdown.Page` that
+stays under a character budget: the verdict line and what changed, grouped by cause,
+first; then the failures of both runs by cause, largest first; then the side-by-side
+summary, the runs, the verdict transitions and the changed cases in ``<details>`` blocks
+while they fit. Lists of :data:`INLINE_MAX` rows or fewer stay open.
 """
 
 from __future__ import annotations
 
 from flagos_doctor.compare.diff import case_text
-from flagos_doctor.markdown import cell, details
+from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, code
+from flagos_doctor.survey.groups import overloads_named
 
 INLINE_MAX = 10
+#: Overloads named beside a group (the JSON lists every member).
+GROUP_NAMES = 3
+#: Failure groups named in the opening lines.
+HEADLINES = 3
 
 
 def _cell(value) -> str:
@@ -20,15 +28,29 @@ def _case(view) -> str:
     return case_text(view)
 
 
-def _details(summary: str, lines: list[str]) -> list[str]:
-    if len(lines) <= INLINE_MAX + 2:  # the table head is 2 lines
-        return lines + [""]
-    return details(summary, lines)
+def _names(members: list) -> str:
+    return overloads_named(members, GROUP_NAMES, quote=lambda name: f"`{_cell(name)}`")
 
 
-def render(comparison: dict, heading_level: int = 2) -> str:
-    """Markdown text of ``comparison`` (schema ``flagos-doctor/compare/1``)."""
+def _side(text: str) -> str:
+    return "absent" if text == "absent" else code(_cell(text))
+
+
+def headline(group: dict) -> str:
+    """One compared failure group in words: ``525 ERROR cases: ..., in 246 overloads, only in A``."""
+    a, b = group["a"], group["b"]
+    if group["presence"] == "in both":
+        counts = f"A {a['cases']} cases in {a['overloads']} overloads, B {b['cases']} in {b['overloads']}"
+        return f"{group['status']}: {group['signature']} ({counts})"
+    side = a if group["presence"] == "only in A" else b
+    return (f"{side['cases']} {group['status']} cases: {group['signature']}, "
+            f"in {side['overloads']} overloads, {group['presence']}")
+
+
+def render_into(page: Page, comparison: dict, heading_level: int = 2, base_priority: int = 0) -> None:
+    """Add ``comparison`` (schema ``flagos-doctor/compare/1``) to ``page``."""
     h = "#" * heading_level
+    p = base_priority
     arms = comparison.get("arms", {})
     label_a = arms.get("a", {}).get("label", "A")
     label_b = arms.get("b", {}).get("label", "B")
@@ -45,46 +67,74 @@ def render(comparison: dict, heading_level: int = 2) -> str:
     out += [
         f"- regressions: **{comparison.get('regressions', 0)}**, fixes: {comparison.get('fixes', 0)}, "
         f"other changes: {comparison.get('changes', 0)}, unchanged overloads: {comparison.get('unchanged', 0)}",
+        f"- cases changed: {len(comparison.get('cases_changed') or [])}, "
+        f"in {len(comparison.get('change_groups') or [])} groups by cause",
         f"- census byte-identical: **{verdict}** (A `{digests.get('a')}`, B `{digests.get('b')}`)",
     ]
     if comparison.get("flaky_only"):
         out.append(f"- the runs differ only in cases either side marks FLAKY ({len(comparison['cases_changed'])})")
-    out += [
-        "",
-    ]
+    failures = comparison.get("failure_groups") or []
+    if failures:
+        out.append("- largest causes of failure:")
+        out += [f"  - {_cell(headline(g))}" for g in failures[:HEADLINES]]
+    page.add(out + [""], p)
+
+    changes = comparison.get("change_groups") or []
+    if changes:
+        rows = [
+            f"| {g['cases']} | {g['overloads']} | {_side(g['from'])} | {_side(g['to'])} | "
+            f"{'**regression**' if g.get('regression') else ''} | {_names(g['members'])} |"
+            for g in changes
+        ]
+        page.add_table(f"{h}# What changed, by cause ({len(changes)} groups)",
+                       ["| cases | overloads | A | B | | e.g. |", "|---:|---:|---|---|---|---|"],
+                       rows, p + 1, "groups of changed cases", folded=False)
+    if failures:
+        rows = [
+            f"| {g['a']['cases']} | {g['b']['cases']} | {g['presence']} | {_cell(g['status'])} | "
+            f"{code(_cell(g['signature']))} | {_names(g['members']['a'] or g['members']['b'])} |"
+            for g in failures
+        ]
+        page.add_table(f"{h}# Failures by cause, both runs ({len(failures)} groups)",
+                       ["| A cases | B cases | | status | cause | e.g. |", "|---:|---:|---|---|---|---|"],
+                       rows, p + 1, "failure groups", folded=len(rows) > INLINE_MAX)
+
+    summary = ["| | A | B | Δ |", "|---|---:|---:|---:|"]
+    for row in comparison.get("summary", {}).get("rows", []):
+        delta = row.get("delta")
+        summary.append(f"| {row['name']} | {_cell(row['a'])} | {_cell(row['b'])} | {'' if not delta else f'{delta:+d}'} |")
+    page.add_table("Summary, side by side", summary[:2], summary[2:], p + 2, "the side-by-side summary")
     context = [(k, arms.get("a", {}).get(k), arms.get("b", {}).get(k)) for k in ("source", "commit", "path")]
     context += [
         (name, arms.get("a", {}).get("context", {}).get(name), arms.get("b", {}).get("context", {}).get(name))
         for name in arms.get("a", {}).get("context", {})
     ]
-    rows = ["| | A | B | Δ |", "|---|---:|---:|---:|"]
-    for row in comparison.get("summary", {}).get("rows", []):
-        delta = row.get("delta")
-        delta_text = "" if not delta else f"{delta:+d}"
-        rows.append(f"| {row['name']} | {_cell(row['a'])} | {_cell(row['b'])} | {delta_text} |")
-    out += _details("Summary, side by side", rows)
-    ctx_rows = ["| | A | B |", "|---|---|---|"] + [
-        f"| {name} | {_cell(va)} | {_cell(vb)} |" for name, va, vb in context if va is not None or vb is not None
-    ]
-    if len(ctx_rows) > 2:
-        out += details("Runs", ctx_rows)
+    ctx_rows = [f"| {name} | {_cell(va)} | {_cell(vb)} |" for name, va, vb in context if va is not None or vb is not None]
+    if ctx_rows:
+        page.add_table("Runs", ["| | A | B |", "|---|---|---|"], ctx_rows, p + 2, "the runs' provenance")
+
     transitions = comparison.get("transitions") or []
-    out += [f"{h}# Verdict transitions ({len(transitions)})", ""]
+    page.add([f"{h}# Verdict transitions ({len(transitions)})", ""] + ([] if transitions else ["None.", ""]), p)
     if transitions:
-        lines = ["| overload | A | B | kind |", "|---|---|---|---|"]
-        for t in transitions:
-            lines.append(f"| `{t['overload']}` | {_cell(t['from'])} | {_cell(t['to'])} | {t['kind']}: {t['mark']} |")
-        out += _details(f"{len(transitions)} verdict transitions", lines)
-    else:
-        out += ["None.", ""]
+        rows = [f"| `{t['overload']}` | {_cell(t['from'])} | {_cell(t['to'])} | {t['kind']}: {t['mark']} |"
+                for t in transitions]
+        page.add_table(f"{len(transitions)} verdict transitions", ["| overload | A | B | kind |", "|---|---|---|---|"],
+                       rows, p + 3, "verdict transitions", folded=len(rows) > INLINE_MAX)
     cases = comparison.get("cases_changed") or []
-    out += [f"{h}# Cases changed ({len(cases)})", ""]
+    page.add([f"{h}# Cases changed ({len(cases)})", ""] + ([] if cases else ["None.", ""]), p)
     if cases:
-        lines = ["| overload | profile | A | B | |", "|---|---|---|---|---|"]
-        for c in cases:
-            mark = "regression" if c.get("regression") else ""
-            lines.append(f"| `{c['overload']}` | {_cell(c['profile'])} | {_case(c['from'])} | {_case(c['to'])} | {mark} |")
-        out += _details(f"{len(cases)} cases changed", lines)
-    else:
-        out += ["None.", ""]
-    return "\n".join(out).rstrip() + "\n"
+        rows = [
+            f"| `{c['overload']}` | {_cell(c['profile'])} | {_case(c['from'])} | {_case(c['to'])} | "
+            f"{'regression' if c.get('regression') else ''} |"
+            for c in cases
+        ]
+        page.add_table(f"{len(cases)} cases changed", ["| overload | profile | A | B | |", "|---|---|---|---|---|"],
+                       rows, p + 4, "changed cases", folded=len(rows) > INLINE_MAX)
+
+
+def render(comparison: dict, heading_level: int = 2, max_chars: int = DEFAULT_MAX_CHARS,
+           full_record: str | None = None) -> str:
+    """Markdown text of ``comparison``, under ``max_chars`` characters."""
+    page = Page(max_chars, full_record or "the comparison's JSON (`survey --compare A B --json PATH`)")
+    render_into(page, comparison, heading_level)
+    return page.text()

@@ -1,4 +1,10 @@
-"""The comparison document as a rich terminal view. Renders from the JSON document alone."""
+"""The comparison document as a terminal view. Renders from the JSON document alone.
+
+A large comparison (FlagGems 4.2.0 against 5.0.2: 1,444 changed cases) shows as its
+summary and its largest groups by cause; ``--all`` adds every transition and every
+changed case. The long lists are plain aligned lines, not rich tables, so printing them
+costs no more than writing them.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,11 @@ from rich.table import Table
 from rich.text import Text
 
 from flagos_doctor.compare.diff import case_text
+from flagos_doctor.survey.groups import overloads_named
 
 _KIND_STYLE = {"regression": "bold red", "fix": "green", "change": "yellow"}
+#: Groups, transitions and regressed cases shown without --all.
+TOP = 10
 
 
 def _plain(value) -> str:
@@ -27,10 +36,26 @@ def _case(view) -> str:
     return case_text(view)
 
 
-def render(comparison: dict, console: Console) -> None:
+def _columns(rows: list[tuple]) -> list[str]:
+    """``rows`` of strings as left-aligned columns (the last one unpadded)."""
+    if not rows:
+        return []
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])) + "  " + row[-1] for row in rows]
+
+
+def _block(console: Console, title: str, lines: list[str], shown: int, hint: str | None) -> None:
+    console.print(Text(title, style="bold"))
+    console.print(Text("\n".join("  " + line for line in lines[:shown])), highlight=False)
+    if len(lines) > shown and hint:
+        console.print(Text(f"  … {len(lines) - shown} more ({hint})", style="dim"))
+
+
+def render(comparison: dict, console: Console, show_all: bool = False) -> None:
     arms = comparison.get("arms", {})
     label_a = arms.get("a", {}).get("label", "A")
     label_b = arms.get("b", {}).get("label", "B")
+    more = None if show_all else "--all shows every line"
     console.print(Text(f"Survey comparison: A = {label_a}   B = {label_b}", style="bold"))
     diffs = comparison.get("differences") or []
     if diffs:
@@ -49,8 +74,7 @@ def render(comparison: dict, console: Console) -> None:
     summary.add_column("Δ", justify="right")
     for row in comparison.get("summary", {}).get("rows", []):
         delta = row.get("delta")
-        style = "" if not delta else ("cyan")
-        summary.add_row(row["name"], _plain(row["a"]), _plain(row["b"]), Text("" if not delta else f"{delta:+d}", style=style))
+        summary.add_row(row["name"], _plain(row["a"]), _plain(row["b"]), Text("" if not delta else f"{delta:+d}", style="cyan"))
     console.print(summary)
 
     context_a = arms.get("a", {}).get("context", {})
@@ -67,24 +91,36 @@ def render(comparison: dict, console: Console) -> None:
             runs.add_row(name, _short(va), _short(vb))
         console.print(runs)
 
+    limit = None if show_all else TOP
+    changes = comparison.get("change_groups") or []
+    if changes:
+        rows = [(f"{g['cases']} cases", f"{g['overloads']} overloads", "REGRESSION" if g.get("regression") else "",
+                 f"{g['from']}  ->  {g['to']}   e.g. {overloads_named(g['members'])}") for g in changes]
+        _block(console, f"What changed, by cause ({len(changes)} groups)", _columns(rows), limit or len(rows), more)
+    failures = comparison.get("failure_groups") or []
+    if failures:
+        rows = [(f"A {g['a']['cases']}", f"B {g['b']['cases']}", g["presence"], g["status"], g["signature"])
+                for g in failures]
+        _block(console, f"Failures by cause ({len(failures)} groups)", _columns(rows), limit or len(rows), more)
+
     transitions = comparison.get("transitions") or []
     if transitions:
-        table = Table(title=f"Verdict transitions ({len(transitions)})", show_edge=False)
-        for col in ("overload", "A", "B", "kind"):
-            table.add_column(col)
-        for t in transitions:
-            style = _KIND_STYLE.get(t["kind"], "")
-            table.add_row(t["overload"], _plain(t["from"]), _plain(t["to"]), Text(f"{t['kind']}: {t['mark']}", style=style))
-        console.print(table)
+        rows = [(t["overload"], f"{_plain(t['from'])} -> {_plain(t['to'])}", f"{t['kind']}: {t['mark']}") for t in transitions]
+        # Regressions sort first: without --all they show, and at least TOP lines.
+        regressions = sum(1 for t in transitions if t["kind"] == "regression")
+        _block(console, f"Verdict transitions ({len(transitions)})", _columns(rows),
+               len(rows) if show_all else max(regressions, TOP), more)
     cases = comparison.get("cases_changed") or []
     if cases:
-        table = Table(title=f"Cases changed ({len(cases)})", show_edge=False)
-        for col in ("overload", "profile", "A", "B", ""):
-            table.add_column(col)
-        for c in cases:
-            mark = Text("regression", style="bold red") if c.get("regression") else Text("")
-            table.add_row(c["overload"], _plain(c["profile"]), _case(c["from"]), _case(c["to"]), mark)
-        console.print(table)
+        picked = cases if show_all else [c for c in cases if c.get("regression")][:TOP]
+        rows = [(c["overload"], _plain(c["profile"]), f"{_case(c['from'])} -> {_case(c['to'])}",
+                 "regression" if c.get("regression") else "") for c in picked]
+        title = f"Cases changed ({len(cases)})" if show_all else f"Cases changed ({len(cases)}), regressions among them"
+        console.print(Text(title, style="bold"))
+        if rows:
+            console.print(Text("\n".join("  " + line for line in _columns(rows))), highlight=False)
+        if not show_all and len(cases) > len(picked):
+            console.print(Text(f"  … {len(cases) - len(picked)} more (--all shows every line)", style="dim"))
 
     digests = comparison.get("census_sha256") or {}
     identical = comparison.get("census_identical")

@@ -38,6 +38,7 @@ STACKS = {
 }
 
 _ALIAS_OFF = ("0", "off", "false")
+_ALIAS_ON = ("1", "on", "true")
 
 
 def package_dirs(module: str) -> list[str]:
@@ -68,6 +69,34 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:2000]
 
 
+def _frames(tracer, tb) -> list[dict]:
+    """A traceback's frames, without importlib's and the probe's own, last 8."""
+    return [
+        {"file": tracer.short(f.filename), "line": f.lineno, "function": f.name}
+        for f in traceback.extract_tb(tb)
+        if not f.filename.startswith("<frozen") and not f.filename.startswith(os.path.dirname(tracing.__file__))
+    ][-8:]
+
+
+def cause_chain(tracer, exc: BaseException, limit: int = 5) -> list[dict]:
+    """The exceptions behind ``exc``, outermost first: torch's autoload wraps a plugin's
+    error in its own RuntimeError, and the root cause (a missing shared library) is below."""
+    causes = []
+    seen = {id(exc)}
+    while len(causes) < limit:
+        nxt = exc.__cause__ if exc.__cause__ is not None else (None if exc.__suppress_context__ else exc.__context__)
+        if nxt is None or id(nxt) in seen:
+            break
+        seen.add(id(nxt))
+        frames = _frames(tracer, nxt.__traceback__)
+        causes.append({
+            "error": error_text(nxt), "explicit": exc.__cause__ is nxt,
+            "at": frames[-1] if frames else None,
+        })
+        exc = nxt
+    return causes
+
+
 def run_step(tracer, channel, name: str, dirs: list[str], action):
     """Run one step as a phase; emit its outcome; return (ok, value)."""
     tracer.begin_step(name, dirs)
@@ -80,12 +109,10 @@ def run_step(tracer, channel, name: str, dirs: list[str], action):
     except BaseException as exc:  # a stack that raises SystemExit at import is still a failure
         ok, value = False, exc
         record["error"] = error_text(exc)
-        frames = traceback.extract_tb(exc.__traceback__)
-        record["traceback"] = [
-            {"file": tracer.short(f.filename), "line": f.lineno, "function": f.name}
-            for f in frames
-            if not f.filename.startswith("<frozen") and not f.filename.startswith(os.path.dirname(tracing.__file__))
-        ][-8:]
+        record["traceback"] = _frames(tracer, exc.__traceback__)
+        causes = cause_chain(tracer, exc)
+        if causes:
+            record["causes"] = causes
     record["ok"] = ok
     record["seconds"] = round(time.perf_counter() - started, 3)
     tracer.end_step()
@@ -152,13 +179,13 @@ def final_state(tracer) -> dict:
         entry = {
             "name": probe["name"], "kind": probe["kind"], "resolved": probe["resolved"],
             "final": tracer.describe(final),
-            "original": (final is probe["original"]) if probe["resolved"] else None,
+            "original": tracing.same_value(final, probe["original"]) if probe["resolved"] else None,
             "original_value": tracer.describe(probe["original"]),
         }
         if probe["attr"] in tracing._CHEAP_CALLS and probe["resolved"]:
             if callable(final):
                 entry["call"] = _call(final)
-            if callable(probe["original"]) and final is not probe["original"]:
+            if callable(probe["original"]) and not tracing.same_value(final, probe["original"]):
                 entry["original_call"] = _call(probe["original"])
         probes.append(entry)
     state = tracer.probes[watch.PRIVATEUSE1_NAME]
@@ -173,6 +200,7 @@ def final_state(tracer) -> dict:
         if callable(native):
             facts["native_cuda_available"] = _call(native)
         facts["alias_turned_off"] = os.environ.get("FLAGOS_ALIAS_CUDA", "1").strip().lower() in _ALIAS_OFF
+        facts["alias_declared"] = os.environ.get("FLAGOS_ALIAS_CUDA", "").strip().lower() in _ALIAS_ON
         facts["cuda_maps_to"] = _call(lambda: torch.device("cuda").type)
         device_module = getattr(torch, pu1, None) if pu1 and pu1 != "privateuseone" else None
         if device_module is not None and callable(getattr(device_module, "device_count", None)):

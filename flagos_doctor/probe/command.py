@@ -7,6 +7,7 @@ import sys
 from flagos_doctor.errors import EXIT_FINDING, EXIT_OK
 from flagos_doctor import checks
 from flagos_doctor.files import atomic_write_text, write_stdout
+from flagos_doctor.markdown import full_record
 from flagos_doctor.options import ProbeOptions
 from flagos_doctor.probe.formats import json as json_format
 from flagos_doctor.probe.formats import markdown, terminal
@@ -43,5 +44,6 @@ def run(options: ProbeOptions) -> int:
     if options.json_path:
         _write(options.json_path, json_format.format(document), "--json")
     if options.markdown_path:
-        _write(options.markdown_path, markdown.format(document), "--markdown")
+        _write(options.markdown_path, markdown.format(document, options.max_chars, full_record(
+            options.json_path, "the probe's JSON (`probe --json PATH`, the same options)")), "--markdown")
     return exit_code(document)

@@ -50,6 +50,7 @@ def judge(document: dict) -> list[dict]:
     found += _alias_missing(document, stale, events)
     found += _triton(document, events, by_seq)
     found += _orphans(document, by_seq)
+    found += _patched_and_restored(document, events)
     found += _multiple_writers(document, events)
     found += _disagreements(probes, stale)
     found += _exercise_failed(document)
@@ -84,8 +85,19 @@ def _import_failed(document) -> list[dict]:
                 at = f" (raised in {last['file']}:{last['function']}, line {last['line']})"
             seqs = [e["seq"] for e in document.get("events", []) if e.get("step") == outcome["step"]][-3:]
             out.append(_finding("import-failed", "error", None,
-                                f"{outcome['step']} failed: {first_line(outcome.get('error'))}{at}.", seqs))
+                                f"{outcome['step']} failed: {first_line(outcome.get('error'))}{at}."
+                                + _causes(outcome.get("causes") or []), seqs))
     return out
+
+
+def _causes(causes: list[dict]) -> str:
+    """`` Caused by: OSError: libfoo.so ... (raised in ...).``, root cause last."""
+    parts = []
+    for cause in causes:
+        at = cause.get("at")
+        where = f" (raised in {at['file']}:{at['function']}, line {at['line']})" if at else ""
+        parts.append(f"{first_line(cause['error'], 200)}{where}")
+    return f" Caused by: {' <- '.join(parts)}." if parts else ""
 
 
 def _interrupted(document) -> list[dict]:
@@ -147,9 +159,17 @@ def _stale_guards(events, by_seq, probes, saved, document) -> list[dict]:
     return out
 
 
+#: The device whose cuda alias is torch_fl's contract.
+TORCH_FL_DEVICE = "flagos"
+
+
 def _alias_missing(document, stale, events) -> list[dict]:
+    """The cuda alias is torch_fl's contract: judged for its ``flagos`` device, or for a stack
+    that declares one (``FLAGOS_ALIAS_CUDA`` set to 1/on/true), never for any other device."""
     facts = document.get("facts") or {}
     name = facts.get("privateuse1")
+    if name != TORCH_FL_DEVICE and not facts.get("alias_declared"):
+        return []
     native = facts.get("native_cuda_available") or {}
     maps = facts.get("cuda_maps_to") or {}
     if not name or name == "privateuseone" or not native.get("ok") or native.get("repr") != "False":
@@ -217,9 +237,41 @@ def _orphans(document, by_seq) -> list[dict]:
     return out
 
 
+def _writes(probe, events) -> list[dict]:
+    return [e for e in events if e["probe"] == probe["name"] and e["kind"] in ("write", "delete")]
+
+
+def _restored(probe, events) -> bool:
+    """Written more than once, and back to its original value at the end."""
+    return probe.get("kind") in ("attr", "env") and probe.get("original") is True and len(_writes(probe, events)) >= 2
+
+
+def _patched_and_restored(document, events) -> list[dict]:
+    """A patch undone before the end (a context manager, a mock): worth knowing, not a hazard."""
+    out = []
+    for probe in document.get("probes", []):
+        if not _restored(probe, events):
+            continue
+        writes = _writes(probe, events)
+        lines: dict[str, list] = {}
+        for event in writes:
+            lines.setdefault(label(event["where"]), [])
+            if event["where"].get("line") and event["where"]["line"] not in lines[label(event["where"])]:
+                lines[label(event["where"])].append(event["where"]["line"])
+        who = [f"{name} (line{'s' if len(at) > 1 else ''} {', '.join(map(str, at))})" if at else name
+               for name, at in lines.items()]
+        steps = sorted({e.get("phase") or e.get("step") for e in writes})
+        message = (f"{probe['name']} was patched and restored by {', '.join(who)} "
+                   f"({len(writes)} writes, during {', '.join(steps)}); its final value is the original.")
+        out.append(_finding("patched-and-restored", "info", probe["name"], message, [e["seq"] for e in writes]))
+    return out
+
+
 def _multiple_writers(document, events) -> list[dict]:
     out = []
     for probe in document.get("probes", []):
+        if _restored(probe, events):
+            continue  # _patched_and_restored says it
         writes = [e for e in events if e["probe"] == probe["name"] and e["kind"] in ("write", "delete")]
         writers = []
         for event in writes:

@@ -80,6 +80,26 @@ def safe_repr(value, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def same_value(a, b) -> bool:
+    """Whether two looks at a probe saw the same thing.
+
+    Identity, except where the language makes a new object at each look: a bound method
+    (``os.environ.get``) is the same when its function and its object are; a builtin bound
+    method when its object and name are; small immutable values when they are equal.
+    """
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, types.MethodType):
+        return a.__func__ is b.__func__ and a.__self__ is b.__self__
+    if isinstance(a, types.BuiltinMethodType):
+        return a.__self__ is b.__self__ and a.__name__ == b.__name__
+    if isinstance(a, (str, bytes, int, float, bool)):
+        return a == b
+    return False
+
+
 class Tracer:
     """Records writes and reads of watched probes and sends them through ``emit``."""
 
@@ -112,6 +132,10 @@ class Tracer:
         self.waiting = None
         self.provisional = None
         self.dict_watch = None
+        self.class_hook = None  # True once classwrites is installed, else why it is not
+        self.torch_module = None
+        self._library_writers = False  # a context manager's generator may be any library's
+        self.autoload: dict[str, str] = {}  # torch.backends entry point name -> its value
         self._hooked_write = False
         for name in probes:
             self.add_probe(name)
@@ -146,6 +170,7 @@ class Tracer:
 
         __import__.__wrapped__ = original_import
         builtins.__import__ = __import__
+        sys.meta_path.insert(0, _CreationWatch())
         os.environ.__class__ = _traced_environ_class(type(os.environ))
         self._install_libc_environ()
         if sys.version_info >= (3, 12):
@@ -199,6 +224,11 @@ class Tracer:
             nxt = _static_get(obj, part)
             if nxt is _MISSING:
                 nxt = sys.modules.get(".".join(parts[: i + 1]), _MISSING)
+            if nxt is _MISSING and _initializing(obj):
+                # A module still running its body (its loader may import while it runs):
+                # look again as soon as it is done, before its importer writes anything.
+                self.waiting = obj
+                return _MISSING
             obj = nxt
         if obj is not _MISSING and _initializing(obj):
             self.waiting = obj
@@ -262,19 +292,112 @@ class Tracer:
         self._hook_owner(owner, probe)
 
     def _hook_owner(self, owner, probe) -> None:
-        entry = self.owners.get(id(owner))
-        if entry is None:
-            entry = {"obj": owner, "name": probe["owner_path"], "attrs": {}, "reads": set(), "classes": None}
-            self.owners[id(owner)] = entry
-            if isinstance(owner, types.ModuleType):
-                entry["classes"] = _traced_module_classes(type(owner))
-                owner.__class__ = entry["classes"][0]
-            elif type(owner).__name__ == "DriverConfig":
-                owner.__class__ = _traced_driver_class(type(owner))
-                entry["classes"] = (type(owner), type(owner))
-            self._watch_dict(owner)
+        entry = self._owner_entry(owner, probe["owner_path"])
         entry["attrs"][probe["attr"]] = probe
         probe["hooked"] = entry["classes"] is not None
+
+    def _owner_entry(self, owner, name: str) -> dict:
+        """The owner's record, created (and its writes hooked) the first time."""
+        entry = self.owners.get(id(owner))
+        if entry is None:
+            entry = {"obj": owner, "name": name, "attrs": {}, "reads": set(), "classes": None, "class_hook": False}
+            self.owners[id(owner)] = entry
+            try:
+                self._swap_class(owner, entry)
+            except Exception as exc:
+                # Installing a watch is the probe's problem, never the stack's: compare instead.
+                entry["classes"] = None
+                self.notice(f"{name}: cannot watch its writes ({type(exc).__name__}: {exc}); "
+                            "its probes are compared at each event and step boundary, writers unknown")
+            if not entry["class_hook"]:
+                self._watch_dict(owner)
+        return entry
+
+    def _swap_class(self, owner, entry) -> None:
+        """Route the owner's writes through our hooks, where its class allows it."""
+        if isinstance(owner, types.ModuleType):
+            base = type(owner)
+            if base.__setattr__ is not types.ModuleType.__setattr__ and base not in _OUR_CLASSES:
+                # torch's config modules reject unknown attributes (even __class__) in their
+                # own __setattr__: never go through it.
+                self.notice(f"{entry['name']}: its module class {base.__qualname__} has its own __setattr__; "
+                            "its probes are compared at each event and step boundary, writers unknown")
+                return
+            classes = _traced_module_classes(base)
+            owner.__class__ = classes[0]
+            entry["classes"] = classes
+        elif isinstance(owner, type):
+            entry["class_hook"] = self._watch_class(owner, entry["name"])
+        elif type(owner).__name__ == "DriverConfig":
+            owner.__class__ = _traced_driver_class(type(owner))
+            entry["classes"] = (type(owner), type(owner))
+
+    def _watch_class(self, klass, name) -> bool:
+        from flagos_doctor.probe import classwrites
+
+        if self.class_hook is None:
+            reason = classwrites.install(self.on_class_write)
+            self.class_hook = reason or True
+            if reason:
+                self.notice(f"class attributes cannot be hooked ({reason}): they are compared at each event "
+                            "and step boundary, and their writers inferred from the bytecode")
+        if self.class_hook is not True:
+            return False
+        if classwrites.watch_class(klass):
+            return True
+        if type(klass) is type and sys.version_info < (3, 12):
+            classwrites.watch_generator_context_managers(self.after_enter, self.after_exit)
+        if type(klass) is not type:
+            self.notice(f"{name}: its metaclass {type(klass).__qualname__} has its own C setattr; its probes "
+                        "are compared at each event and step boundary")
+        return False
+
+    def after_enter(self, generator) -> None:
+        """A ``@contextmanager`` entered: its patches are made; its frame waits at ``yield``."""
+        frame = getattr(generator, "gi_frame", None)
+        if frame is not None and not self.busy:
+            self._library_writers = True
+            try:
+                self.check(frame)
+            finally:
+                self._library_writers = False
+
+    def after_exit(self, code, resumed_at) -> None:
+        """A ``@contextmanager`` exited: its undo ran after ``resumed_at`` in ``code``."""
+        if self.busy or resumed_at is None:
+            return
+        self._library_writers = True
+        try:
+            self.check(_Finished(code, resumed_at))
+        finally:
+            self._library_writers = False
+
+    def notice(self, text: str) -> None:
+        self.emit({"t": "notice", "text": text})
+
+    def on_class_write(self, klass, name, value, frame, deleted) -> None:
+        """Called by :mod:`.classwrites` after a class attribute was written or deleted."""
+        if self.busy:
+            return
+        entry = self.owners.get(id(klass))
+        if entry is None:
+            return
+        probe = entry["attrs"].get(name)
+        if probe is not None:
+            # Writes the hooks missed (a class of metaclass ``type`` on 3.10/3.11) come first,
+            # found while the frame that made them is still running.
+            previous = probe["last"]
+            probe["last"] = _MISSING if deleted else value
+            self.check(frame)
+            probe["last"] = previous
+        self.busy = True
+        try:
+            previous = probe["last"] if probe is not None else _MISSING
+            self.module_setattr(klass, name, _MISSING if deleted else value, previous, frame, deleted=deleted)
+        except Exception:
+            pass
+        finally:
+            self.busy = False
 
     def _check_device_module(self, torch) -> None:
         """Watch ``torch.<name>`` once the PrivateUse1 backend has a name."""
@@ -297,6 +420,96 @@ class Tracer:
             probe["original"] = _MISSING
             probe["last"] = _MISSING
             self._hook_owner(torch, probe)
+
+    # -- from the moment a module object exists --------------------------------------------
+    @staticmethod
+    def watched_early(name: str) -> bool:
+        """``torch``, whose body ends by autoloading the ``torch.backends`` plugins, is
+        watched from the moment its module object exists."""
+        return name == "torch"
+
+    def module_created(self, module) -> None:
+        """Called before a watched module's body runs: hook it now, resolve its probes later."""
+        if self.busy:
+            return
+        self.busy = True
+        try:
+            name = module.__name__
+            if name == "torch":
+                self.torch_module = module
+                origin = getattr(module.__spec__, "origin", None)
+                if origin and self.torch_dir is None:
+                    self.torch_dir = os.path.dirname(os.path.abspath(origin)) + os.sep
+                self._find_autoload_plugins()
+            entry = self._owner_entry(module, name)
+            for probe in self.probes.values():
+                if probe["kind"] == "attr" and probe["owner_path"] == name and not probe["resolved"]:
+                    probe["owner"] = module
+                    entry["attrs"][probe["attr"]] = probe
+                    probe["hooked"] = entry["classes"] is not None
+        except Exception:
+            pass
+        finally:
+            self.busy = False
+
+    def _find_autoload_plugins(self) -> None:
+        """The ``torch.backends`` entry points torch is about to autoload: their code is stack code."""
+        if os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") != "1":
+            return
+        try:
+            import importlib.metadata
+            import importlib.util
+
+            for point in importlib.metadata.entry_points(group="torch.backends"):
+                self.autoload[point.name] = point.value
+                top = point.value.split(":")[0].split(".")[0].strip()
+                spec = importlib.util.find_spec(top)
+                if spec is None:
+                    continue
+                dirs = [os.path.abspath(p) + os.sep for p in (spec.submodule_search_locations or [])]
+                if not dirs and spec.origin:
+                    dirs = [os.path.abspath(spec.origin)]
+                for folder in dirs:
+                    if folder not in self.stack_dirs:
+                        self.stack_dirs.append(folder)
+        except Exception:
+            pass
+
+    def torch_own_write(self, frame) -> bool:
+        """A write torch's own import makes (``torch.cuda.FloatTensor`` and its kin): every
+        frame from the writer up to torch's ``__init__`` body is torch's, importlib's or ours.
+        Not the stack's doing: it is part of what torch is. An autoloaded plugin's write has
+        the plugin's frames in between, so it is the plugin's."""
+        torch = self.torch_module
+        if torch is None or self.torch_dir is None or not _initializing(torch):
+            return False
+        while frame is not None:
+            path = frame.f_code.co_filename
+            if path.startswith(self.torch_dir):
+                if frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__") == "torch":
+                    return True
+            elif not (path.startswith("<frozen") or path.startswith(_OWN_DIR)):
+                return False
+            frame = frame.f_back
+        return False
+
+    def _autoload_phase(self, frame) -> str | None:
+        """``autoload of X (pkg:fn) during import torch`` when torch's autoload is on the stack."""
+        while frame is not None:
+            code = frame.f_code
+            if code.co_name == "_import_device_backends" and self.torch_dir and code.co_filename.startswith(self.torch_dir):
+                point = frame.f_locals.get("backend_extension")
+                name = getattr(point, "name", None) or "?"
+                value = getattr(point, "value", None)
+                return f"autoload of {name}" + (f" ({value})" if value else "") + " during import torch"
+            frame = frame.f_back
+        return None
+
+    def _adopt_original(self, probe, value) -> None:
+        """torch's own import set this value: it is the original, not a write."""
+        probe["original"] = probe["last"] = value
+        if value is not _MISSING and not any(same_value(v, value) for v in probe["history"]):
+            probe["history"].append(value)
 
     # -- records -----------------------------------------------------------------------
     def emit(self, record: dict) -> None:
@@ -348,6 +561,11 @@ class Tracer:
         except Exception:
             return None
 
+    def _is_library_file(self, path: str) -> bool:
+        """Code that is neither torch's, the standard library's nor ours."""
+        return not (path.startswith("<") or path.startswith(_OWN_DIR) or _is_stdlib(path)
+                    or (self.torch_dir is not None and path.startswith(self.torch_dir)))
+
     def _is_stack_file(self, path: str) -> bool:
         return any(path.startswith(d) for d in self.stack_dirs)
 
@@ -370,7 +588,16 @@ class Tracer:
         return frame, via
 
     def phase_of(self, frame) -> str:
-        """The step under way, refined to the outermost function of its package on the stack."""
+        """The step under way, refined to the outermost function of its package on the stack.
+
+        An exercise step is not refined: a write made lazily on the first device call belongs
+        to the step that made the call (the writer's function is in ``where`` already).
+        """
+        if self.step.startswith("exercise"):
+            return self.step
+        autoload = self._autoload_phase(frame)
+        if autoload is not None:
+            return autoload
         outermost = None
         while frame is not None:
             code = frame.f_code
@@ -408,9 +635,9 @@ class Tracer:
         probe["last"] = value
         probe["last_seq"] = seq
         probe["writes"] += 1
-        if value is not _MISSING and not any(v is value for v in probe["history"]):
+        if value is not _MISSING and not any(same_value(v, value) for v in probe["history"]):
             probe["history"].append(value)
-        if probe["kind"] == "attr" and probe["original"] is not _MISSING and value is not probe["original"]:
+        if probe["kind"] == "attr" and probe["original"] is not _MISSING and not same_value(value, probe["original"]):
             entry = self.owners.get(id(probe["owner"]))
             if entry is not None and probe["hooked"]:
                 entry["reads"].add(probe["attr"])
@@ -438,14 +665,32 @@ class Tracer:
             return True
         if probe is None:
             return False
+        if self.torch_own_write(frame):
+            if probe["resolved"]:
+                self._adopt_original(probe, _MISSING if deleted else value)
+            return True
+        if not probe["resolved"]:
+            # Written while its owner still runs its body (an autoloaded plugin writing torch.*):
+            # the value before the write is the original.
+            probe.update(resolved=True, owner=owner, original=previous, last=previous,
+                         history=[previous] if previous is not _MISSING else [])
         self.on_write(probe, _MISSING if deleted else value, previous, frame, kind="delete" if deleted else "write")
         return True
 
     def _saved_original_of(self, value):
+        """The probe whose original (or a value since replaced) ``value`` is; else None.
+
+        A replacement the stack also put on a probe is not a saved original: one stub
+        assigned to several probes is the same patch, applied more than once.
+        """
         if value is _MISSING or isinstance(value, (str, int, float, bool, type(None))):
             return None
         for probe in self.probes.values():
-            if probe["kind"] == "attr" and any(v is value for v in probe["history"]):
+            if probe["kind"] != "attr":
+                continue
+            if same_value(value, probe["original"]) or (
+                not same_value(value, probe["last"]) and any(same_value(v, value) for v in probe["history"])
+            ):
                 return probe
         return None
 
@@ -542,7 +787,7 @@ class Tracer:
                     continue
                 if probe["kind"] == "state" and current == probe["last"]:
                     continue
-                if current is not probe["last"]:
+                if not same_value(current, probe["last"]):
                     self._unseen_write(probe, current, frame)
             self._check_env(frame, libc=boundary)
         finally:
@@ -550,6 +795,9 @@ class Tracer:
         self.resolve()
 
     def _unseen_write(self, probe, value, frame) -> None:
+        if frame is not None and self.torch_own_write(frame):
+            self._adopt_original(probe, value)
+            return
         previous = probe["last"]
         writer, line = self._infer_writer(probe, frame)
         record = {
@@ -573,8 +821,10 @@ class Tracer:
         names = _PU1_WRITERS if probe["kind"] == "state" else {probe["attr"]}
         opnames = ("STORE_ATTR",) if probe["kind"] != "state" else ("LOAD_ATTR", "LOAD_GLOBAL", "LOAD_METHOD")
         while frame is not None:
-            if self._is_stack_file(frame.f_code.co_filename):
-                line = _store_line(frame, names, opnames)
+            path = frame.f_code.co_filename
+            if self._is_stack_file(path) or (self._library_writers and self._is_library_file(path)):
+                owner = probe["owner_path"].rpartition(".")[2] if probe["kind"] != "state" else None
+                line = _store_line(frame, names, opnames, owner, getattr(frame, "resumed_at", -1))
                 if line is not None:
                     return frame, line
             frame = frame.f_back
@@ -727,11 +977,86 @@ class Tracer:
 _UNKNOWN = {"function": None, "file": None, "line": None, "path": None}
 
 
+def _module_class(module):
+    """The module's own class, under the subclasses the tracer swaps in."""
+    for klass in type(module).__mro__:
+        if klass not in _OUR_CLASSES:
+            return klass
+    return types.ModuleType
+
+
+class _CreationWatch:
+    """A meta path entry that finds nothing itself: for a module watched early, it finds
+    the spec the other finders find and has the tracer see the module object before its
+    body runs. The loader is the module's own (``__loader__``/``__spec__`` unchanged); only
+    its ``exec_module`` gets a wrapper for that one call."""
+
+    def find_spec(self, name, path=None, target=None):
+        tracer = _TRACER
+        if tracer is None or tracer.busy or not tracer.watched_early(name):
+            return None
+        spec = None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module") or "exec_module" in getattr(loader, "__dict__", {"exec_module": 1}):
+            return spec
+        exec_module = loader.exec_module
+
+        def exec_module_watched(module):
+            try:
+                del loader.exec_module
+            except AttributeError:
+                pass
+            if _TRACER is not None:
+                _TRACER.module_created(module)
+            return exec_module(module)
+
+        try:
+            loader.exec_module = exec_module_watched
+        except Exception:
+            pass
+        return spec
+
+
 def _static_get(owner, attr):
-    """``owner.attr`` without running our hooks (and without module ``__getattr__`` side effects)."""
+    """``owner.attr`` without running our hooks (and without module ``__getattr__`` side effects).
+
+    For a module of its own class, what that class makes of the name comes first, as in
+    Python's lookup: a property (a data descriptor) wins over the module dict. A class that
+    keeps its values outside the dict (its own ``__setattr__`` and ``__getattr__``: torch's
+    config modules) is asked through its ``__getattr__`` for names the dict lacks. A lazy
+    module's ``__getattr__`` (a class ``__getattr__`` alone, transformers' ``_LazyModule``, or
+    PEP 562's module-level one) imports on demand, and is never called.
+    """
     try:
         if isinstance(owner, types.ModuleType):
-            return object.__getattribute__(owner, "__dict__").get(attr, _MISSING)
+            data = object.__getattribute__(owner, "__dict__")
+            klass = _module_class(owner)
+            if klass is types.ModuleType:
+                return data.get(attr, _MISSING)
+            for base in klass.__mro__:
+                if base is types.ModuleType:
+                    break
+                found = base.__dict__.get(attr, _MISSING)
+                if found is not _MISSING:
+                    if hasattr(type(found), "__set__") or hasattr(type(found), "__delete__"):
+                        return type(found).__get__(found, owner, klass)
+                    break
+            if attr in data:
+                return data[attr]
+            getattr_ = next((b.__dict__["__getattr__"] for b in klass.__mro__
+                             if b is not types.ModuleType and "__getattr__" in b.__dict__), None)
+            if getattr_ is not None and klass.__setattr__ is not types.ModuleType.__setattr__:
+                try:
+                    return getattr_(owner, attr)
+                except AttributeError:
+                    return _MISSING
+            return _MISSING
         if isinstance(owner, type):
             for klass in owner.__mro__:
                 if attr in klass.__dict__:
@@ -771,27 +1096,64 @@ def _is_setattr_helper(frame, name, value) -> bool:
     return has_name and has_value
 
 
-def _store_line(frame, names, opnames):
-    """The line of the last instruction before the frame's current one doing ``opnames`` on ``names``."""
+_LOADS = ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST", "LOAD_DEREF", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW")
+_NEUTRAL = ("CACHE", "EXTENDED_ARG", "NOP", "PRECALL")
+
+
+class _Finished:
+    """Stands for the frame of a generator that has run to its end after ``resumed_at``:
+    the stores that ran are after that offset (``_store_line`` looks at those only)."""
+
+    f_back = None
+
+    def __init__(self, code, resumed_at):
+        self.f_code = code
+        self.resumed_at = resumed_at
+        self.f_lasti = 1 << 30
+        self.f_lineno = code.co_firstlineno
+        self.f_globals = {}
+
+
+def _store_line(frame, names, opnames, owner=None, start=-1):
+    """The line of the store that ran last before the frame's current instruction.
+
+    A store is an instruction in ``opnames`` on one of ``names``. Given ``owner`` (the last
+    part of the probe's owner, ``Module`` for ``torch.nn.Module.cuda``), a store whose object
+    expression ends in that name (``torch.nn.Module.cuda = ...``) is preferred to one on
+    another object with the same attribute (``torch.Tensor.cuda = ...``). Only stores after
+    offset ``start`` count (a generator resumed there and ran to its end).
+    """
     import dis
 
     line = None
     found = None
+    owned = None
+    chain: list = []  # the object expression loaded just before the current instruction
     try:
         for instr in dis.get_instructions(frame.f_code):
-            if instr.starts_line is not None:
-                line = instr.starts_line
+            number = getattr(instr, "line_number", None) if sys.version_info >= (3, 13) else instr.starts_line
+            if number is not None:
+                line = number
             if instr.offset > frame.f_lasti:
                 break
-            if instr.opname in opnames and instr.argval in names:
+            if instr.opname in opnames and instr.argval in names and instr.offset > start:
                 found = line
+                if owner is not None and chain and chain[-1] == owner:
+                    owned = line
+            if instr.opname in _LOADS:
+                chain = [instr.argval]
+            elif instr.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+                chain.append(instr.argval)
+            elif instr.opname not in _NEUTRAL:
+                chain = []
     except Exception:
         return None
-    return found
+    return owned if owned is not None else found
 
 
 # -- the classes swapped in ------------------------------------------------------------
 _MODULE_CLASSES: dict = {}
+_OUR_CLASSES: set = set()
 
 
 def _traced_module_classes(base):
@@ -854,6 +1216,7 @@ def _traced_module_classes(base):
     writes = type(base.__name__, (base,), {"__setattr__": __setattr__, "__delattr__": __delattr__, "__module__": base.__module__})
     reads = type(base.__name__, (writes,), {"__getattribute__": __getattribute__, "__module__": base.__module__})
     _MODULE_CLASSES[base] = (writes, reads)
+    _OUR_CLASSES.update((writes, reads))
     return writes, reads
 
 

@@ -9,7 +9,8 @@ Keys: ``schema``, ``generated``, ``flagos_doctor``, ``stack`` {modules, device_t
 ``environment`` {python, packages, torch, stack, errors, child_end, tools, toolkits},
 ``runtime_config`` [{name, value | redacted}], ``template`` [{field, value}],
 ``probe`` {outcome, imports, phases, findings, probes, ...} | {error},
-optionally ``survey`` and ``compare``, and ``problems`` [str].
+optionally ``survey`` (with ``failure_groups``) and ``compare`` (only with ``--force`` for
+runs that are not comparable), and ``problems`` [str].
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def survey_piece(path: str) -> dict:
     from flagos_doctor.compare.arms import load_results
     from flagos_doctor.compare.diff import CONTEXT, lookup
     from flagos_doctor.survey.verdicts import is_native_also
+    from flagos_doctor.survey.groups import failure_groups
 
     try:
         document = load_results(path)
@@ -99,17 +101,24 @@ def survey_piece(path: str) -> dict:
         "flag_gems": provenance.get("flag_gems"),
         "context": {name: lookup(document, paths) for name, paths in CONTEXT},
         "not_strict": failing,
+        "failure_groups": failure_groups(overloads),
     }
 
 
 def compare_piece(options: ReportOptions) -> dict:
-    from flagos_doctor.compare.command import build_comparison
+    """The comparison of ``--compare A B``; runs that are not comparable are attached only
+    with ``--force`` (as ``survey --compare``), else an error naming the fields."""
+    from flagos_doctor.compare.command import build_comparison, not_comparable_message
 
     a, b = options.compare
     try:
-        return build_comparison(CompareOptions(a=a, b=b, store=options.store, force=True))
+        comparison = build_comparison(CompareOptions(a=a, b=b, store=options.store, force=options.force))
     except BadInput as exc:
         return {"error": str(exc), "arms": {"a": {"label": a}, "b": {"label": b}}}
+    if comparison["differences"] and not options.force:
+        return {"error": not_comparable_message(comparison), "arms": comparison["arms"],
+                "differences": comparison["differences"]}
+    return comparison
 
 
 def _first(*values):

@@ -11,6 +11,7 @@ import sys
 
 from flagos_doctor import checks
 from flagos_doctor.files import atomic_write_text, dump_json, write_json
+from flagos_doctor.markdown import full_record
 from flagos_doctor.options import ReportOptions
 from flagos_doctor.report import bundle as bundle_mod
 from flagos_doctor.report import markdown
@@ -31,7 +32,8 @@ def run(options: ReportOptions) -> int:
     if markdown_path == "-" and options.json_path == "-":
         markdown_path = None  # one document on stdout
     if markdown_path:
-        text = markdown.render(bundle)
+        text = markdown.render(bundle, max_chars=options.max_chars, full_record=full_record(
+            options.json_path, "the report's JSON bundle (`report --json PATH`, the same options)"))
         if markdown_path == "-":
             sys.stdout.write(text)
         else:

@@ -2,21 +2,25 @@
 
 The first table carries the fields of Torch-FL's bug-report template, so the text can be
 pasted into the issue form as is; long parts (package list, vendor tools, probe detail,
-survey and comparison) sit in ``<details>`` blocks.
+survey and comparison) sit in ``<details>`` blocks. The page stays under a character
+budget (:class:`~flagos_doctor.markdown.Page`): the template, the configuration, the
+findings, the survey's summary and the comparison's changes always; failure groups next;
+the environment's details, then the long lists, while they fit.
 """
 
 from __future__ import annotations
 
 from flagos_doctor.compare import markdown as compare_markdown
-from flagos_doctor.markdown import cell, details
+from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, code, details
 from flagos_doctor.survey import bindings
+from flagos_doctor.survey.groups import overloads_named
 
 
 def _cell(value) -> str:
     return cell(value, none="—", newline="<br>")
 
 
-def _environment(bundle: dict) -> list[str]:
+def _environment(bundle: dict) -> list[tuple[list[str], int, str]]:
     env = bundle.get("environment") or {}
     py = env.get("python") or {}
     torch = env.get("torch") or {}
@@ -57,17 +61,21 @@ def _environment(bundle: dict) -> list[str]:
             tools.append(f"| {tool['name']} | `{_cell(tool['command'])}`: {_cell(' / '.join(head[:3]))} |")
     for kit in env.get("toolkits") or []:
         tools.append(f"| {kit['name']} toolkit | {_cell(kit.get('version') if kit.get('found') else kit.get('why'))} |")
-    out = details("Environment details", rows) + details("Python packages", packages) + details("Vendor tools", tools)
+    out = [(details("Environment details", rows), 2, "environment details"),
+           (details("Python packages", packages), 3, "Python packages"),
+           (details("Vendor tools", tools), 3, "vendor tools")]
     end = env.get("child_end") or {}
     if end.get("stderr_tail"):
-        out += details(f"Environment child {end.get('describe')}: stderr tail", ["```", end["stderr_tail"], "```"])
+        out.append((details(f"Environment child {end.get('describe')}: stderr tail", ["```", end["stderr_tail"], "```"]),
+                    1, "the environment child's stderr tail"))
     return out
 
 
-def _probe(probe: dict) -> list[str]:
+def _probe(page: Page, probe: dict) -> None:
     out = ["### Probe", ""]
     if probe.get("error"):
-        return out + [f"The probe could not run: {probe['error']}", ""]
+        page.add(out + [f"The probe could not run: {probe['error']}", ""])
+        return
     findings = probe.get("findings") or []
     imports = ", ".join(probe.get("imports") or []) if isinstance(probe.get("imports"), list) else probe.get("imports")
     out += [
@@ -78,8 +86,11 @@ def _probe(probe: dict) -> list[str]:
         "",
     ]
     child = probe.get("child") if isinstance(probe.get("child"), dict) else {}
+    page.add(out)
     if probe.get("outcome") != "ok" and child.get("stderr_tail"):
-        out += details(f"Probe child {child.get('ended') or ''}: stderr tail", ["```", child["stderr_tail"], "```"])
+        page.add(details(f"Probe child {child.get('ended') or ''}: stderr tail", ["```", child["stderr_tail"], "```"]),
+                 1, "the probe child's stderr tail")
+    out = []
     if findings:
         out += ["| severity | kind | probe | message |", "|---|---|---|---|"]
         for finding in findings:
@@ -89,6 +100,7 @@ def _probe(probe: dict) -> list[str]:
         out.append("")
     else:
         out += ["No findings.", ""]
+    page.add(out)
     probes = probe.get("probes") or []
     if probes:
         rows = ["| probe | still original | writers | final |", "|---|---|---|---|"]
@@ -101,14 +113,14 @@ def _probe(probe: dict) -> list[str]:
             rows.append(
                 f"| `{_cell(entry.get('name'))}` | {_cell(entry.get('original'))} | {_cell(names) if names else '—'} | {_cell(final.get('repr') if isinstance(final, dict) else final)} |"
             )
-        out += details(f"Watched probes ({len(probes)})", rows)
-    return out
+        page.add_table(f"Watched probes ({len(probes)})", rows[:2], rows[2:], 4, "watched probes")
 
 
-def _survey(survey: dict) -> list[str]:
+def _survey(page: Page, survey: dict) -> None:
     out = ["### Survey", ""]
     if survey.get("error"):
-        return out + [f"The survey file could not be read: {survey['error']}", ""]
+        page.add(out + [f"The survey file could not be read: {survey['error']}", ""])
+        return
     summary = survey.get("summary") or {}
     verdicts = ", ".join(f"{k} {v}" for k, v in (summary.get("verdicts") or {}).items())
     statuses = ", ".join(f"{k} {v}" for k, v in (summary.get("statuses") or {}).items())
@@ -125,59 +137,79 @@ def _survey(survey: dict) -> list[str]:
         f"- census sha256: `{survey.get('census_sha256')}`",
         "",
     ]
+    page.add(out)
+    found = survey.get("failure_groups") or []
+    if found:
+        rows = []
+        for group in found:
+            rows.append(f"| {group['cases']} | {group['overloads']} | {_cell(group['status'])} | "
+                        f"{code(_cell(group['signature']))} | {_cell(overloads_named(group['members']))} |")
+        page.add_table(f"#### Failures by cause ({len(found)} groups)",
+                       ["| cases | overloads | status | cause | e.g. |", "|---:|---:|---|---|---|"],
+                       rows, 1, "survey failure groups", folded=False)
     context = survey.get("context") or {}
     rows = ["| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in context.items() if v is not None]
     if len(rows) > 2:
-        out += details("Survey provenance", rows)
+        page.add(details("Survey provenance", rows), 3, "survey provenance")
     line = bindings.summary_line(summary, survey.get("flag_gems"))
     if line:
-        out += details(line, [f"- `{name}` calls `{function}`" for name, function in summary["missing_functions"].items()])
+        page.add_table(line, [], [f"- `{name}` calls `{function}`" for name, function in summary["missing_functions"].items()],
+                       1, "the overloads calling a missing function")
     shared = survey.get("native_also") or []
     if shared:
         label = survey.get("baseline") or "the native path"
-        out += details(f"Failures the native path shares, not counted ({len(shared)})",
+        page.add_table(f"Failures the native path shares, not counted ({len(shared)})", [],
                        [f"- `{c['overload']}` [{c['profile']}]: {c['status']}, and {_cell(label)} is {c['status']} too"
-                        for c in shared])
+                        for c in shared], 2, "the failures the native path shares")
     flaky = survey.get("flaky") or []
     if flaky:
-        out += details(f"FLAKY cases ({len(flaky)})",
-                       [f"- `{c['overload']}` [{c['profile']}]: {', '.join(c.get('repeats') or [])}" for c in flaky])
+        page.add_table(f"FLAKY cases ({len(flaky)})", [],
+                       [f"- `{c['overload']}` [{c['profile']}]: {', '.join(c.get('repeats') or [])}" for c in flaky],
+                       2, "the FLAKY cases")
     failing = survey.get("not_strict") or {}
     if failing:
-        out += details(f"Overloads not STRICT ({len(failing)})", [f"- `{name}`: {verdict}" for name, verdict in failing.items()])
-    return out
+        page.add_table(f"Overloads not STRICT ({len(failing)})", [],
+                       [f"- `{name}`: {verdict}" for name, verdict in failing.items()], 4, "overloads not STRICT")
 
 
-def _compare(comparison: dict) -> list[str]:
+def _compare(page: Page, comparison: dict) -> None:
     if comparison.get("error"):
         arms = comparison.get("arms") or {}
-        return ["### Survey comparison", "",
-                f"The comparison of `{arms.get('a', {}).get('label')}` and `{arms.get('b', {}).get('label')}` could not be made: {comparison['error']}", ""]
-    return [compare_markdown.render(comparison, heading_level=3)]
+        page.add(["### Survey comparison", "",
+                  f"The comparison of `{arms.get('a', {}).get('label')}` and `{arms.get('b', {}).get('label')}` "
+                  f"could not be made: {comparison['error']}", ""])
+        return
+    compare_markdown.render_into(page, comparison, heading_level=3)
 
 
-def render(bundle: dict) -> str:
-    """Markdown text of a report bundle (schema ``flagos-doctor/report/1``)."""
+def render(bundle: dict, max_chars: int = DEFAULT_MAX_CHARS,
+           full_record: str = "the report's JSON bundle (`report --json PATH`)") -> str:
+    """Markdown text of a report bundle (schema ``flagos-doctor/report/1``), under ``max_chars``."""
+    page = Page(max_chars, full_record)
     out = ["## Environment", "", "| Field | Value |", "|---|---|"]
     for field in bundle.get("template") or []:
         out.append(f"| {field['field']} | {_cell(field['value'])} |")
     out.append("")
-    out += _environment(bundle)
+    page.add(out)
+    for lines, priority, what in _environment(bundle):
+        page.add(lines, priority, what)
     config = bundle.get("runtime_config") or []
-    out += ["### Runtime configuration", ""]
+    out = ["### Runtime configuration", ""]
     if config:
         out += ["```"]
         out += [f"{v['name']}=<redacted: name says it is a secret>" if v.get("redacted") else f"{v['name']}={v['value']}" for v in config]
         out += ["```", ""]
     else:
         out += ["None of `FLAGOS_*`, `GEMS_*`, `FLAGGEMS_*`, `TRITON_*`, `HF_*`, `TRANSFORMERS_*`, `TORCH_DEVICE_BACKEND_AUTOLOAD` is set.", ""]
-    out += _probe(bundle.get("probe") or {"error": "not collected"})
+    page.add(out)
+    _probe(page, bundle.get("probe") or {"error": "not collected"})
     if "survey" in bundle:
-        out += _survey(bundle["survey"])
+        _survey(page, bundle["survey"])
     if "compare" in bundle:
-        out += _compare(bundle["compare"])
+        _compare(page, bundle["compare"])
     problems = bundle.get("problems") or []
     if problems:
-        out += details(f"Pieces that could not be collected ({len(problems)})", [f"- {_cell(p)}" for p in problems])
-    out.append(f"<sub>flagos-doctor {bundle.get('flagos_doctor')} report, {bundle.get('generated')}</sub>")
-    return "\n".join(out).rstrip() + "\n"
+        page.add(details(f"Pieces that could not be collected ({len(problems)})", [f"- {_cell(p)}" for p in problems]),
+                 1, "the pieces that could not be collected")
+    page.add([f"<sub>flagos-doctor {bundle.get('flagos_doctor')} report, {bundle.get('generated')}</sub>"])
+    return page.text()

@@ -11,6 +11,7 @@ import sys
 
 from flagos_doctor.errors import EXIT_FINDING, EXIT_OK, BadInput
 from flagos_doctor.files import atomic_write_text, dump_json
+from flagos_doctor.markdown import full_record
 from flagos_doctor.options import SuiteOptions
 from flagos_doctor.store import Store
 from flagos_doctor.suite import markdown
@@ -57,13 +58,13 @@ def run(options: SuiteOptions) -> int:
     if options.json_path:
         _write(options.json_path, dump_json(document))
     if options.markdown_path:
-        _write(options.markdown_path, markdown.format(document))
+        _write(options.markdown_path, markdown.format(document, options.max_chars, full_record(
+            options.json_path, "the comparison's JSON (`suite --compare A B --json PATH`)")))
     if not options.quiet and not to_stdout:
-        from rich.console import Console  # only the terminal view needs rich
-
+        from flagos_doctor.console import output_console  # only the terminal view needs rich
         from flagos_doctor.suite import terminal
 
-        terminal.render(document, Console(soft_wrap=True, highlight=False))
+        terminal.render(document, output_console(soft_wrap=True, highlight=False))
     return exit_code(document, options.fail_on)
 
 

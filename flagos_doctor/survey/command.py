@@ -352,14 +352,14 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         unwritten = exc
     if not options.quiet:
         stream_is_json = options.json_path == "-"
-        from rich.console import Console
+        from flagos_doctor.console import output_console
 
         if not tasks and not this_run.get("confirm", {}).get("ran"):
             Console(stderr=True, soft_wrap=True).print(
                 f"complete: {len(selected)} overloads from {journal.output}, nothing run; --rerun to run them again")
-        progress.render_summary(doc, journal.output, Console(stderr=True) if stream_is_json else Console())
+        progress.render_summary(doc, journal.output, output_console(stderr=stream_is_json))
         if provenance.get("store_path"):
-            Console(stderr=stream_is_json).print(f"filed in the store: {provenance['store_path']}")
+            output_console(stderr=stream_is_json).print(f"filed in the store: {provenance['store_path']}")
     if interrupted:
         raise KeyboardInterrupt
     if unwritten is not None:

@@ -6,7 +6,7 @@ progress bar from counts the command hands it, the table from the results docume
 
 from __future__ import annotations
 
-from flagos_doctor.survey import bindings, model
+from flagos_doctor.survey import bindings, groups, model
 
 _STYLE = {
     model.STRICT: "green", model.BASIC_ONLY: "yellow", model.FAILED: "red", model.UNTESTED: "dim",
@@ -106,6 +106,7 @@ def render_summary(document: dict, output: str | None, console=None) -> None:
         )
     _render_missing(document, console)
     _render_confirmed(document, console)
+    _render_groups(document, console)
     bad = [
         (name, case) for name, entry in document["overloads"].items() for case in entry["cases"]
         if case["status"] in (model.CRASH, model.TIMEOUT) or case.get("poison")
@@ -117,6 +118,27 @@ def render_summary(document: dict, output: str | None, console=None) -> None:
         console.print(f"[red]... and {len(bad) - 10} more crash/timeout/poison cases")
     _render_times(document, console)
     console.print(f"census sha256 {document['census_sha256'][:16]}  results: {output}")
+
+
+#: Failure groups the summary shows; the results JSON keeps them all, with every member.
+SUMMARY_GROUPS = 8
+
+
+def _render_groups(document: dict, console) -> None:
+    """The failures grouped by cause, largest first (one line each, with examples)."""
+    from rich.markup import escape
+
+    found = document.get("failure_groups")
+    if found is None:
+        found = groups.failure_groups(document.get("overloads") or {})
+    if not found:
+        return
+    console.print(f"[bold]failures by cause[/] ({len(found)} groups)")
+    for group in found[:SUMMARY_GROUPS]:
+        console.print(f"  {escape(groups.describe(group))}  [dim]e.g. {escape(groups.overloads_named(group['members']))}[/]",
+                      highlight=False)
+    if len(found) > SUMMARY_GROUPS:
+        console.print(f"  [dim]… {len(found) - SUMMARY_GROUPS} more groups (failure_groups in the results JSON)[/]")
 
 
 def _render_missing(document: dict, console) -> None:

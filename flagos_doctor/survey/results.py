@@ -5,7 +5,8 @@ Stable keys, for scripts: ``schema``, ``provenance``, ``summary`` {``registered`
 ``tested``, ``basic``, ``strict``, ``verdicts``, ``statuses``}, ``overloads`` {name:
 {``verdict``, ``measured``, ``cases``: [{``profile``, ``status``, ``route``, ``detail``,
 and for a confirmed failure ``repeats`` and ``baseline`` {``status``, ``detail``}}]}},
-``census_sha256``. Also: ``comparable`` (the fields two runs must share to be resumed
+``census_sha256``, ``failure_groups`` (the non-PASS cases grouped by cause,
+:mod:`.groups`). Also: ``comparable`` (the fields two runs must share to be resumed
 or compared), ``routes`` (the route set) and ``complete``. :func:`load` reads one back,
 checked field by field, its census digest recomputed.
 """
@@ -17,7 +18,7 @@ import json
 
 from flagos_doctor import files
 from flagos_doctor.errors import BadInput
-from flagos_doctor.survey import census, model, verdicts
+from flagos_doctor.survey import census, groups, model, verdicts
 
 #: Order of a case's keys does not matter in JSON, but its profiles keep the spec's order.
 
@@ -77,6 +78,7 @@ def build(
         "complete": len(done) == len(route_set),
         "summary": verdicts.summarize(route_set, done),
         "overloads": overloads,
+        "failure_groups": groups.failure_groups(overloads),
         "census_sha256": census.census_sha256(text),
     }
 

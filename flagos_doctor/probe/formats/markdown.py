@@ -1,12 +1,23 @@
-"""The probe document as Markdown for an issue: findings up front, long parts in <details>."""
+"""The probe document as Markdown for an issue: findings up front, long parts in <details>.
+
+The page stays under a character budget (:class:`~flagos_doctor.markdown.Page`): headline,
+findings and steps always; the stderr tail of a crash next; the probes' writers, then the
+event list, while they fit."""
 
 from __future__ import annotations
 
-from flagos_doctor.markdown import cell
+from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell
 from flagos_doctor.probe.formats.common import event_line, headline, interesting_probes, state_text, value_text
 
 
-def format(document: dict) -> str:
+def _folded(summary: str, lines: list[str]) -> list[str]:
+    """A ``<details>`` block in the probe page's own layout (summary on the opening line)."""
+    return [f"<details><summary>{summary}</summary>", "", *lines, "", "</details>", ""]
+
+
+def format(document: dict, max_chars: int = DEFAULT_MAX_CHARS,
+           full_record: str = "the probe's JSON (`probe --json PATH`)") -> str:
+    page = Page(max_chars, full_record)
     out = ["## flagos-doctor probe", "", f"**{headline(document)}**", ""]
     for notice in document.get("notices", []):
         out.append(f"> {notice}")
@@ -25,7 +36,8 @@ def format(document: dict) -> str:
         result = outcome.get("value") if outcome["ok"] else "FAILED: " + outcome.get("error", "").strip().splitlines()[0][:200]
         out.append(f"| `{cell(outcome['step'])}` | {cell(result)} | {outcome['seconds']:.1f} |")
     events = {e["seq"]: e for e in document.get("events", [])}
-    out += ["", "<details><summary>Probes and their writers</summary>", ""]
+    page.add(out + [""])
+    out = []
     for probe in interesting_probes(document):
         state = state_text(probe)
         call = f", answers `{probe['call']['repr']}`" if probe.get("call", {}).get("ok") else ""
@@ -35,19 +47,19 @@ def format(document: dict) -> str:
                 out.append(f"  - {cell(event_line(events[seq]))} — phase `{events[seq]['phase']}`")
         if probe.get("final") is not None and probe.get("kind") != "env":
             out.append(f"  - final: `{cell(value_text(probe['final']))}`")
-    out += ["", "</details>", ""]
-    out += [f"<details><summary>All events ({len(events)})</summary>", "",
-            "| # | kind | probe | where | phase | value |", "|---|---|---|---|---|---|"]
+    page.add(_folded("Probes and their writers", out), 2, "the probes and their writers")
+    rows = []
     for event in document.get("events", []):
         where = event["where"]
         at = f"{where['file']}:{where['function']} line {where['line']}" if where.get("function") else "unknown"
-        out.append(f"| {event['seq']} | {event['kind']} | `{cell(event['probe'])}` | {cell(at)} | "
-                   f"{cell(event['phase'])} | {cell(value_text(event.get('value')) if event.get('value') else '')} |")
-    out += ["", "</details>", ""]
+        rows.append(f"| {event['seq']} | {event['kind']} | `{cell(event['probe'])}` | {cell(at)} | "
+                    f"{cell(event['phase'])} | {cell(value_text(event.get('value')) if event.get('value') else '')} |")
+    page.add_table(f"All events ({len(events)})", ["| # | kind | probe | where | phase | value |", "|---|---|---|---|---|---|"],
+                   rows, 3, "events", fold=_folded)
     child = document.get("child") or {}
     if child.get("stderr_tail") and document["outcome"] != "ok":
-        out += [f"<details><summary>stderr tail (child {child.get('ended')})</summary>", "", "```",
-                child["stderr_tail"], "```", "", "</details>", ""]
+        page.add(_folded(f"stderr tail (child {child.get('ended')})", ["```", child["stderr_tail"], "```"]),
+                 1, "the child's stderr tail")
     python = document.get("python") or {}
-    out.append(f"<sub>Python {python.get('version')} ({python.get('executable')}), {document.get('platform')}</sub>")
-    return "\n".join(out) + "\n"
+    page.add([f"<sub>Python {python.get('version')} ({python.get('executable')}), {document.get('platform')}</sub>"])
+    return page.text()

@@ -7,6 +7,8 @@ import io
 from rich.console import Console
 from rich.markup import escape
 
+from flagos_doctor.console import output_console
+
 from flagos_doctor.probe.formats.common import event_line, headline, interesting_probes, state_text, value_text
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -62,7 +64,7 @@ def lines(document: dict) -> list[str]:
 
 
 def show(document: dict, console: Console | None = None) -> None:
-    console = console or Console(highlight=False, soft_wrap=True)
+    console = console or output_console(highlight=False, soft_wrap=True)
     for line in lines(document):
         console.print(line, highlight=False)
 

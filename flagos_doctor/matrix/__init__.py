@@ -1,0 +1,6 @@
+"""``flagos-doctor matrix``: one operator-support table from many survey runs.
+
+:mod:`.sources` finds the runs (files, store key prefixes, store queries), :mod:`.build`
+turns their results documents into the matrix document (a pure function), and
+:mod:`.markdown`, :mod:`.csv_format` and :mod:`.terminal` render that document.
+"""
