@@ -5,6 +5,11 @@ process group, hands it a request pipe and a record pipe, keeps its stderr in a 
 file (so its tail can be reported after a crash) and reads records with deadlines. Whatever
 happens to the child (a signal, a hang, an early exit), the parent keeps every record that
 arrived and learns how the child ended.
+
+The child's end is learnt from the process itself (a pidfd, or polling where there is
+none), not only from the end of its record pipe: a kernel that forks and then crashes
+leaves a grandchild holding the pipe open, and waiting for EOF would turn a crash into a
+timeout. When the child has ended, what is left of its process group is killed.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ import time
 from dataclasses import dataclass
 
 from flagos_doctor import channel
+
+#: Without a pidfd, how often a waiting parent checks whether its child still lives.
+POLL_SECONDS = 0.5
 
 
 class ChildEnded(Exception):
@@ -104,7 +112,14 @@ class Child:
         self._buffer = b""
         self._selector = selectors.DefaultSelector()
         self._selector.register(rec_r, selectors.EVENT_READ)
+        self._pidfd = None
+        try:
+            self._pidfd = os.pidfd_open(self.proc.pid)
+            self._selector.register(self._pidfd, selectors.EVENT_READ)
+        except (AttributeError, OSError):  # not Linux 5.3+: poll the child instead
+            self._pidfd = None
         self._eof = False
+        self._closed = False
         self.timed_out = False
 
     # -- requests ----------------------------------------------------------------------
@@ -131,7 +146,9 @@ class Child:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise ChildTimeout()
-            if self._selector.select(remaining):
+            wait = remaining if self._pidfd is not None else min(POLL_SECONDS, POLL_SECONDS if remaining is None else remaining)
+            ready = {key.fd for key, _ in self._selector.select(wait)}
+            if self._rec_r in ready:
                 try:
                     chunk = os.read(self._rec_r, 1 << 16)
                 except BlockingIOError:
@@ -140,6 +157,23 @@ class Child:
                     self._buffer += chunk
                 else:
                     self._eof = True
+            elif (self._pidfd in ready) if self._pidfd is not None else self.proc.poll() is not None:
+                self._child_exited()
+
+    def _child_exited(self) -> None:
+        """The child process ended while its record pipe may still be open (held by a
+        process it forked): kill what is left of its group, keep what it wrote, end."""
+        # Until it is reaped the child is a zombie, so its pid (the group id) is not reused yet.
+        self.kill()
+        while True:
+            try:
+                chunk = os.read(self._rec_r, 1 << 16)
+            except (BlockingIOError, OSError):
+                break
+            if not chunk:
+                break
+            self._buffer += chunk
+        self._eof = True
 
     def records(self, timeout: float | None):
         """Yield records until the child ends; the deadline covers the whole stream.
@@ -179,12 +213,17 @@ class Child:
 
     def close(self) -> None:
         """Close our pipe ends (a worker reading requests sees EOF and exits)."""
-        for fd in (self._req_w, self._rec_r):
+        if self._closed:
+            return  # a descriptor number closed twice could be someone else's by then
+        self._closed = True
+        self._selector.close()
+        for fd in (self._req_w, self._rec_r, self._pidfd):
+            if fd is None:
+                continue
             try:
                 os.close(fd)
             except OSError:
                 pass
-        self._selector.close()
 
     def stderr_tail(self, max_lines: int = 30) -> str:
         self._stderr.seek(0)

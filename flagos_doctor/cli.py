@@ -8,14 +8,12 @@ cause arrive as :class:`~flagos_doctor.errors.BadInput` and leave as one line an
 from __future__ import annotations
 
 import importlib
-import os
 import sys
-import traceback
 from typing import List, Optional, Tuple
 
 import typer
 
-from flagos_doctor import __version__
+from flagos_doctor import __version__, checks
 from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInput
 from flagos_doctor import options as opts
 
@@ -63,6 +61,15 @@ def _no_flag_placeholder() -> None:
 _no_flag_placeholder()
 
 
+def _seconds(value: float) -> float:
+    # inf and nan parse as floats; a BadInput here leaves through main() as one line.
+    return checks.seconds(value, "--timeout")
+
+
+def _start_seconds(value: float) -> float:
+    return checks.seconds(value, "--start-timeout")
+
+
 def _dispatch(module: str, options) -> None:
     """Run ``<module>.run(options)`` and exit with its code; user errors become one line."""
     try:
@@ -76,10 +83,12 @@ def _dispatch(module: str, options) -> None:
     except (typer.Exit, SystemExit):
         raise
     except Exception as exc:  # a bug of ours: one line, the traceback in a file
-        log = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"flagos-doctor-crash-{os.getpid()}.txt")
-        with open(log, "w", encoding="utf-8") as handle:
-            traceback.print_exc(file=handle)
-        typer.echo(f"flagos-doctor: internal error: {type(exc).__name__}: {exc} (traceback in {log})", err=True)
+        from flagos_doctor import crashlog, redact
+
+        log, why = crashlog.save_traceback()
+        where = f"traceback in {log}" if log else f"the traceback could not be saved: {why}"
+        message = redact.scrub_environ(f"{type(exc).__name__}: {exc}".splitlines()[0][:500])
+        typer.echo(f"flagos-doctor: internal error: {message} ({where})", err=True)
         raise typer.Exit(EXIT_INTERNAL)
     raise typer.Exit(code or 0)
 
@@ -113,7 +122,7 @@ def probe(
     watch: List[str] = typer.Option([], metavar="DOTTED.NAME", help="Another probe to watch (repeatable)."),
     watch_file: Optional[str] = typer.Option(None, metavar="YAML", help="YAML file listing more probes to watch."),
     exercise: bool = typer.Option(True, "--exercise/--no-exercise", help="Exercise the device after the imports."),
-    timeout: float = typer.Option(120.0, help="Seconds before the child is killed."),
+    timeout: float = typer.Option(120.0, callback=_seconds, help="Seconds before the child is killed."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the JSON document."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Write a Markdown report."),
     max_chars: int = typer.Option(MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
@@ -155,7 +164,8 @@ def survey(
     devices: Optional[str] = typer.Option(None, metavar="0,1", help="Device indices to spread workers over."),
     isolation: str = typer.Option("pooled", help="pooled | per-overload (upstream's cost model, for benchmarks)."),
     tasks: str = typer.Option("cases", help="What a pooled worker takes at a time: cases (an overload's slow cases run side by side) | overloads (its kernels compile once, in one worker)."),
-    timeout: float = typer.Option(120.0, help="Seconds per case before its worker is replaced."),
+    timeout: float = typer.Option(120.0, callback=_seconds, help="Seconds per case before its worker is replaced."),
+    start_timeout: float = typer.Option(600.0, callback=_start_seconds, help="Seconds for a worker to import the stack and start."),
     keep_env: bool = typer.Option(False, "--keep-env", help="Keep stray FLAGOS_OP_* variables."),
     no_shared_autotune: bool = typer.Option(False, "--no-shared-autotune", help="Each worker autotunes Triton kernels for itself (default: they share results through Triton's cache, TRITON_CACHE_AUTOTUNING=1)."),
     output: Optional[str] = typer.Option(None, "--output", "-o", metavar="PATH", help="Results file (resumed if it exists)."),
@@ -182,11 +192,11 @@ def survey(
     """Run every overload the conf routes to FlagGems on the device and on CPU, and judge it."""
     survey_options = opts.SurveyOptions(
         conf=conf, backend=backend, routes=routes,
-        ops=[o.strip() for o in ops.split(",") if o.strip()] if ops else [],
+        ops=checks.names(ops, "--ops"),
         stack=stack, device=device, spec=spec, python=python, workers=workers,
-        devices=[d.strip() for d in devices.split(",") if d.strip()] if devices else [],
-        isolation=isolation, tasks=tasks, timeout=timeout, keep_env=keep_env, shared_autotune=not no_shared_autotune,
-        output=output, json_path=json_path,
+        devices=checks.devices(devices),
+        isolation=isolation, tasks=tasks, timeout=timeout, start_timeout=start_timeout, keep_env=keep_env,
+        shared_autotune=not no_shared_autotune, output=output, json_path=json_path,
         census_path=census_path, rerun=rerun, store=store, no_store=no_store, quiet=quiet,
         repeats=repeats, baseline=baseline, native_route=native_route,
         torch_fl_commit=torch_fl_commit,
@@ -223,7 +233,7 @@ def report(
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the JSON bundle."),
     markdown_path: Optional[str] = typer.Option("-", "--markdown", metavar="PATH|-", help="Markdown output (default: stdout)."),
     max_chars: int = typer.Option(MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
-    timeout: float = typer.Option(120.0, help="Seconds for the probe child."),
+    timeout: float = typer.Option(120.0, callback=_seconds, help="Seconds for the probe child."),
     torch_fl_commit: Optional[str] = typer.Option(None, metavar="SHA", help=TORCH_FL_COMMIT_HELP),
 ):
     """Markdown for a GitHub bug issue: environment, runtime configuration, probe findings."""

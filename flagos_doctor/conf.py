@@ -8,8 +8,14 @@ Syntax, as torch_fl reads it::
     abs.out = cuda              # a later line for the same overload wins
 
 Backend names are case-insensitive; ``flaggems_python`` is an alias of ``flagos_python``
-and ``flaggems`` of ``flagos``. Pure standard library: the parent CLI and the child
-stacks both use it.
+and ``flaggems`` of ``flagos``. A backend torch_fl does not know is refused with its line
+named (torch_fl itself routes it to ``flagos`` with a warning on stderr, which a survey
+would otherwise hide). Pure standard library: the parent CLI and the child stacks both
+use it.
+
+A conf is user input, possibly the wrong file (``/proc/self/environ``, ``/dev/zero``):
+only regular files of at most MAX_CONF_BYTES are read, and an error quotes at most a
+short excerpt of the offending line, scrubbed of secrets (:mod:`flagos_doctor.redact`).
 """
 
 from __future__ import annotations
@@ -19,9 +25,18 @@ import os
 import re
 from dataclasses import dataclass
 
+from flagos_doctor import files, redact
 from flagos_doctor.errors import BadInput
 
 MAX_INCLUDE_DEPTH = 8
+#: Torch-FL's largest conf is about 30 KB; a 50,000-route conf about 1.5 MB.
+MAX_CONF_BYTES = 16 << 20
+#: How much of an offending line an error message quotes.
+EXCERPT_CHARS = 60
+
+#: The backends torch_fl's conf parser knows (csrc/aten/common.cc, every branch to 2.9 and main).
+KNOWN_BACKENDS = ("cuda", "metax", "tsingmicro", "gcu", "ascend", "musa", "flagos", "flaggems",
+                  "flagos_python", "flaggems_python")
 
 #: Backend aliases, to the canonical name torch_fl uses in its dispatch logs.
 BACKEND_ALIASES = {
@@ -60,14 +75,21 @@ def parse_conf(path: str | os.PathLike) -> dict[str, Route]:
     return routes
 
 
+def excerpt(text: str) -> str:
+    """A short, scrubbed quotation of ``text`` for an error message."""
+    text = redact.scrub_environ(text.replace("\x00", " ").strip())
+    if len(text) > EXCERPT_CHARS:
+        text = text[:EXCERPT_CHARS] + "..."
+    return repr(text)
+
+
 def _read_lines(path: str, where: str | None) -> list[str]:
     try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read().splitlines()
+        return files.read_regular_text(path, MAX_CONF_BYTES, "conf file", where=where).splitlines()
     except FileNotFoundError:
         raise BadInput(f"conf file not found: {path}", where)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"cannot read conf file {path}: {exc}", where)
+    except OSError as exc:
+        raise BadInput(f"cannot read conf file {path}: {exc.strerror or type(exc).__name__}", where)
 
 
 def _parse_into(path: str, routes: dict[str, Route], stack: list[str], where: str | None) -> None:
@@ -92,11 +114,18 @@ def _parse_into(path: str, routes: dict[str, Route], stack: list[str], where: st
         name, sep, backend = line.partition("=")
         name, backend = name.strip(), backend.strip()
         if not sep:
-            raise BadInput(f"expected 'op.overload = backend' or 'include PATH', got {raw.strip()!r}", here)
+            raise BadInput(f"expected 'op.overload = backend' or 'include PATH', got {excerpt(raw)}", here)
+        # The whole line is scrubbed as one, so NAME=value of a secret-named NAME is masked.
         if not _OVERLOAD_RE.match(name):
-            raise BadInput(f"not an overload name: {name!r}", here)
+            raise BadInput(f"not an overload name in {excerpt(raw)}", here)
         if not _BACKEND_RE.match(backend):
-            raise BadInput(f"not a backend name: {backend!r} (for {name})", here)
+            raise BadInput(f"not a backend name in {excerpt(raw)}", here)
+        if backend.lower() not in KNOWN_BACKENDS:
+            raise BadInput(
+                f"unknown backend {backend!r} for {name} (torch_fl knows {', '.join(KNOWN_BACKENDS)}; "
+                "it would route this overload to flagos)",
+                here,
+            )
         # Re-insert so the dict order says which line decided the route last.
         routes.pop(name, None)
         routes[name] = Route(name, canonical_backend(backend), path, number)

@@ -1,17 +1,78 @@
 """Reading and writing the JSON documents flagos-doctor produces.
 
 Writes are atomic (a temporary file in the same folder, then ``os.replace``), so a
-process killed mid-write leaves the previous version intact. Reads turn a truncated or
-malformed file into a one-line BadInput naming the file.
+process killed mid-write, or a full disk, leaves the previous version intact. Reads
+refuse anything but a regular file of bounded size (``/dev/zero``, a FIFO or
+``/proc/self/environ`` given as an input would otherwise hang, exhaust memory or be
+echoed) and turn a truncated, malformed or absurdly nested file into a one-line BadInput
+naming the file.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import tempfile
 
 from flagos_doctor.errors import BadInput
+
+#: Largest JSON document read (a results file of 50,000 overloads is tens of MB).
+MAX_JSON_BYTES = 1 << 30
+#: Largest YAML file read (a survey spec, a watch file: a few KB).
+MAX_YAML_BYTES = 1 << 20
+
+
+def describe_kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words."""
+    for test, word in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def read_regular_text(path: str | os.PathLike, max_bytes: int, what: str = "file", where: str | None = None) -> str:
+    """The text of ``path``, which must be a regular file of at most ``max_bytes``.
+
+    Files under ``/proc`` and ``/sys`` are refused by name (they say regular, and hold the
+    environment, secrets included); anything else not a regular file (a device, a FIFO, a
+    directory) is refused after opening without blocking. Raises BadInput naming the
+    file; FileNotFoundError propagates for the caller to word.
+    """
+    name = os.fspath(path)
+    where = where or name
+    top = "/" + os.path.realpath(name).split("/")[1]
+    if top in ("/proc", "/sys"):
+        raise BadInput(f"refusing to read {what} {name}: it is under {top}, not a regular file", where)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)
+    except IsADirectoryError:
+        raise BadInput(f"{what} {name} is a directory", where)
+    except PermissionError as exc:
+        raise BadInput(f"cannot read {what} {name}: {exc.strerror}", where)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise BadInput(f"refusing to read {what} {name}: it is {describe_kind(info.st_mode)}, not a regular file", where)
+        if info.st_size > max_bytes:
+            raise BadInput(f"{what} {name} is {info.st_size} bytes, more than the {max_bytes} this reads", where)
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise BadInput(f"{what} {name} is more than the {max_bytes} bytes this reads", where)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"cannot read {what} {name}: not UTF-8 text (byte {exc.start})", where)
+
+
+def write_failed(path: str, exc: OSError) -> BadInput:
+    """The one-line error for ``exc`` raised while writing ``path``."""
+    # A full disk or a lost permission while writing is the machine's state, not a bug:
+    # one line naming the file; the previous version of the file is still in place.
+    hint = "; its previous version is kept" if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else ""
+    return BadInput(f"cannot write: {exc.strerror or exc}{hint}", path)
 
 
 def _umask() -> int:
@@ -26,8 +87,11 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     the user's would (0666 less the umask), not the private 0600 of a temporary file."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    except OSError as exc:
+        raise write_failed(path, exc) from None
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -35,12 +99,33 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            raise write_failed(path, exc) from None
         raise
+
+
+def write_stdout(text: str, option: str) -> None:
+    """Write ``text`` to standard output; a failure (a full disk behind a redirect, a closed
+    pipe) is one line naming ``option``, and stdout is pointed at /dev/null so the
+    interpreter's own flush at exit adds no second complaint."""
+    import sys
+
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as exc:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except OSError:
+            pass
+        raise BadInput(f"cannot write to stdout: {exc.strerror or exc}", option) from None
 
 
 def dump_json(document: dict) -> str:
@@ -59,17 +144,18 @@ def load_json(path: str | os.PathLike, schema_prefix: str | None = None) -> dict
     """
     where = os.fspath(path)
     try:
-        with open(where, encoding="utf-8") as handle:
-            text = handle.read()
+        text = read_regular_text(where, MAX_JSON_BYTES, "JSON file")
     except FileNotFoundError:
         raise BadInput("no such file", where)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"cannot read: {exc}", where)
+    except OSError as exc:
+        raise BadInput(f"cannot read: {exc.strerror or exc}", where)
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         kind = "truncated" if exc.pos >= len(text.rstrip()) else "malformed"
         raise BadInput(f"{kind} JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}", where)
+    except RecursionError:
+        raise BadInput("JSON nested too deeply to be a flagos-doctor document", where)
     if not isinstance(document, dict):
         raise BadInput("expected a JSON object at the top level", where)
     if schema_prefix is not None:
@@ -77,3 +163,28 @@ def load_json(path: str | os.PathLike, schema_prefix: str | None = None) -> dict
         if not isinstance(schema, str) or not schema.startswith(schema_prefix):
             raise BadInput(f"field 'schema' is {schema!r}, expected {schema_prefix}N", where)
     return document
+
+
+def load_yaml(path: str | os.PathLike, what: str = "YAML file"):
+    """The parsed YAML of ``path`` (any type; None for an empty file).
+
+    Raises BadInput naming the file (and line) for a missing, special, oversized,
+    malformed or absurdly nested file.
+    """
+    import yaml
+
+    where = os.fspath(path)
+    try:
+        text = read_regular_text(where, MAX_YAML_BYTES, what)
+    except FileNotFoundError:
+        raise BadInput(f"{what} not found: {where}", where) from None
+    except OSError as exc:
+        raise BadInput(f"cannot read {what}: {exc.strerror or exc}", where) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"{where}:{mark.line + 1}" if mark is not None else where
+        raise BadInput(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", at) from None
+    except RecursionError:
+        raise BadInput(f"{what} nested too deeply", where) from None

@@ -40,6 +40,7 @@ class SurveyOptions:
     isolation: str = "pooled"  # pooled | per-overload
     tasks: str = "cases"  # cases | overloads: what a pooled worker takes at a time
     timeout: float = 120.0
+    start_timeout: float = 600.0  # seconds for a worker to import the stack and say it is ready
     keep_env: bool = False
     shared_autotune: bool = True  # workers share Triton's autotuning results (TRITON_CACHE_AUTOTUNING)
     output: str | None = None  # the results file (journal is kept beside it)

@@ -1,7 +1,9 @@
 """Keeping secrets out of every document flagos-doctor writes.
 
-Variables whose names say token, key, secret or password are never printed, and neither
-is a password inside a URL. Documents carry environment values in many places (the probe
+Variables whose names say token, key, secret or password (or end in ``_PASS``, ``_PWD``,
+``_PAT``, ``_PRIVATE``, or hold ``AUTH``) are never printed, and neither is a password
+inside a URL (also after path normalisation made ``https://`` into ``https:/``) or after
+``password=`` in a connection string (a libpq DSN). Documents carry environment values in many places (the probe
 records the ``FLAGOS_*`` / ``GEMS_*`` variables it watches, their writes and final values;
 the report lists the runtime configuration), so a whole document is walked: every
 occurrence of a secret value found in the environment is replaced, and any record about
@@ -13,17 +15,31 @@ from __future__ import annotations
 import re
 
 SECRET_WORDS = ("token", "key", "secret", "password", "passwd", "credential")
-URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]*)@")
+#: Names that say secret by their shape rather than a word: GITHUB_PAT, DB_PASS, SMTP_PWD,
+#: NPM_AUTH, GH_AUTH_HEADER, SSH_PRIVATE (AUTHOR, as in GIT_AUTHOR_NAME, is no secret).
+SECRET_NAME_SHAPES = re.compile(r"(_PASS|_PWD|_PAT|_PRIVATE)$|(^|_)AUTH(?!ORS?(_|$))", re.IGNORECASE)
+# One or two slashes after the scheme: os.path.normpath("https://u:pw@host/x") gives "https:/u:pw@host/x".
+URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*:/{1,2})(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]*)@")
+#: ``password=...`` in a connection string ("host=db user=gems password=s3cret dbname=x").
+DSN_PASSWORD = re.compile(r"(?P<key>\b(?:password|passwd|pwd)\s*=\s*)(?P<pw>'[^']*'|[^\s;&'\"]+)", re.IGNORECASE)
 
 
 def is_secret(name: str) -> bool:
     """Whether a variable's name says it holds a secret."""
     lowered = name.lower()
-    return any(word in lowered for word in SECRET_WORDS)
+    return any(word in lowered for word in SECRET_WORDS) or bool(SECRET_NAME_SHAPES.search(name))
+
+
+#: ``NAME=value`` as in an environment dump or a ``.env`` file; masked when NAME says secret.
+ASSIGNMENT = re.compile(r"(?P<name>\b[A-Z][A-Z0-9_]*)(?P<eq>\s*=\s*)(?P<value>[^\s\x00]+)")
 
 
 def mask_url_passwords(value: str) -> str:
-    return URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", value)
+    """``value`` with the password of every URL and connection string masked, and the
+    value of every ``SECRET_NAME=value`` assignment."""
+    value = URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", value)
+    value = DSN_PASSWORD.sub(lambda m: f"{m['key']}***", value)
+    return ASSIGNMENT.sub(lambda m: f"{m['name']}{m['eq']}{MASK}" if secret_name(m["name"]) else m[0], value)
 
 
 MASK = "<redacted>"
@@ -42,9 +58,9 @@ def secret_values(environ) -> list[str]:
     for name, value in environ.items():
         if secret_name(name) and len(value) >= 4:
             found.add(value)
-        for match in URL_USERINFO.finditer(value):
-            if len(match["pw"]) >= 4:
-                found.add(match["pw"])
+        for match in (*URL_USERINFO.finditer(value), *DSN_PASSWORD.finditer(value)):
+            if len(match["pw"].strip("'")) >= 4:
+                found.add(match["pw"].strip("'"))
     return sorted(found, key=len, reverse=True)  # longest first: no partial leftovers
 
 
@@ -76,3 +92,14 @@ def scrub(obj, secrets: list[str]):
                 clean[key] = scrub(value, secrets)
         return clean
     return obj
+
+
+def scrub_environ(obj, environ=None):
+    """``obj`` scrubbed of the secrets of ``environ`` (default: this process's environment).
+
+    What every document and every message quoting the stack's or the user's text goes
+    through: the probe, the report, the survey's records, a conf line in an error.
+    """
+    import os
+
+    return scrub(obj, secret_values(os.environ if environ is None else environ))

@@ -38,7 +38,7 @@ def test_every_shared_conf_parses_and_the_readme_counts_hold():
 
 def test_includes_comments_last_wins_and_aliases(tmp_path):
     (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / "base.conf").write_text("abs = cpu\nneg = flaggems_python # alias\nexp = cuda\n")
+    (tmp_path / "sub" / "base.conf").write_text("abs = cuda\nneg = flaggems_python # alias\nexp = cuda\n")
     (tmp_path / "top.conf").write_text("# header\ninclude sub/base.conf   # relative to this file\nabs = FLAGOS_PYTHON\nexp=flagos_python\nexp = cuda\n")
     routes = conf.parse_conf(tmp_path / "top.conf")
     assert conf.select(routes) == ["abs", "neg"]
@@ -67,7 +67,7 @@ def test_malformed_lines_name_file_and_line(tmp_path, text, message):
 
 def test_include_cycle_and_depth(tmp_path):
     (tmp_path / "a.conf").write_text("include b.conf\n")
-    (tmp_path / "b.conf").write_text("abs = cpu\ninclude a.conf\n")
+    (tmp_path / "b.conf").write_text("abs = cuda\ninclude a.conf\n")
     with pytest.raises(BadInput, match=r"include cycle: a.conf -> b.conf -> a.conf") as caught:
         conf.parse_conf(tmp_path / "a.conf")
     assert str(caught.value).startswith(f"{tmp_path / 'b.conf'}:2:")

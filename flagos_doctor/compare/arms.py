@@ -11,9 +11,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from flagos_doctor.errors import BadInput
-from flagos_doctor.files import load_json
 from flagos_doctor.store import Store
+from flagos_doctor.survey import results
 from flagos_doctor.survey.model import RESULTS_SCHEMA
 
 SURVEY_KIND = "survey"
@@ -35,12 +34,9 @@ class Arm:
 
 
 def load_results(path: str) -> dict:
-    """Read a survey results file; BadInput naming the file when it is unusable."""
-    document = load_json(path, SCHEMA_PREFIX)
-    for key in ("overloads", "summary"):
-        if not isinstance(document.get(key), dict):
-            raise BadInput(f"field {key!r} is missing or not an object: not a survey results file", path)
-    return document
+    """Read a survey results file (:func:`flagos_doctor.survey.results.load`: checked, its
+    census digest recomputed); BadInput naming the file when it is unusable."""
+    return results.load(path)
 
 
 def find_in_store(store: Store, ref: str) -> str | None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import sys
 
+from flagos_doctor import checks
 from flagos_doctor.compare import arms as arms_mod
 from flagos_doctor.compare import markdown, terminal
 from flagos_doctor.compare.diff import compare, exit_code
 from flagos_doctor.console import output_console
 from flagos_doctor.errors import BadInput
-from flagos_doctor.files import atomic_write_text, dump_json, write_json
+from flagos_doctor.files import atomic_write_text, dump_json, write_json, write_stdout
 from flagos_doctor.markdown import full_record
 from flagos_doctor.options import CompareOptions, SurveyOptions
 from flagos_doctor.store import Store
@@ -71,7 +72,7 @@ def _emit(options: CompareOptions, comparison: dict, stderr) -> None:
     to_stdout = False
     if options.json_path:
         if options.json_path == "-":
-            sys.stdout.write(dump_json(comparison))
+            write_stdout(dump_json(comparison), "--json")
             to_stdout = True
         else:
             write_json(options.json_path, comparison)
@@ -79,7 +80,7 @@ def _emit(options: CompareOptions, comparison: dict, stderr) -> None:
         text = markdown.render(comparison, max_chars=options.max_chars, full_record=full_record(
             options.json_path, "the comparison's JSON (`survey --compare A B --force --json PATH`)"))
         if options.markdown_path == "-":
-            sys.stdout.write(text)
+            write_stdout(text, "--markdown")
             to_stdout = True
         else:
             atomic_write_text(options.markdown_path, text)
@@ -90,6 +91,8 @@ def _emit(options: CompareOptions, comparison: dict, stderr) -> None:
 def run(options: CompareOptions) -> int:
     if options.fail_on not in FAIL_ON:
         raise BadInput(f"--fail-on must be one of {', '.join(FAIL_ON)}, not {options.fail_on!r}")
+    checks.writable_file(options.json_path, "--json")
+    checks.writable_file(options.markdown_path, "--markdown")
     stderr = output_console(stderr=True)
     if options.attribute:
         return run_attribution(options, stderr)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from flagos_doctor import files
 from flagos_doctor.errors import BadInput
 
 CUDA_PROBES = [
@@ -80,19 +81,7 @@ def load_watch_file(path: str) -> tuple[list[str], list[str]]:
     The file is either a list of dotted names, or a mapping with ``probes`` (or ``watch``)
     and ``env`` lists. Raises BadInput naming the file (and line) for anything else.
     """
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except FileNotFoundError:
-        raise BadInput("no such file", path)
-    except OSError as exc:
-        raise BadInput(f"cannot read: {exc}", path)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else path
-        raise BadInput(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", where)
+    data = files.load_yaml(path, "watch file")
     if data is None:
         return [], []
     if isinstance(data, list):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
+from flagos_doctor import checks
 from flagos_doctor.files import atomic_write_text, dump_json, write_json
 from flagos_doctor.markdown import full_record
 from flagos_doctor.options import ReportOptions
@@ -17,6 +18,8 @@ from flagos_doctor.report import markdown
 
 
 def run(options: ReportOptions) -> int:
+    checks.writable_file(options.json_path, "--json")
+    checks.writable_file(options.markdown_path, "--markdown")
     # Round-tripped through its JSON text, so the Markdown renders from exactly what
     # --json writes (same key order too).
     bundle = json.loads(dump_json(bundle_mod.collect(options)))

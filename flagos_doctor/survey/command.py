@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 
-from flagos_doctor import files
+from flagos_doctor import checks, files, lock
 from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, BadInput
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor.store import Store, safe_name
@@ -50,20 +50,25 @@ def _validate(options: SurveyOptions) -> None:
         raise BadInput(f"--routes must be one of {', '.join(routes.ROUTE_SOURCES)}, not {options.routes!r}")
     if options.routes and options.conf:
         raise BadInput("give --conf or --routes, not both")
-    if options.timeout <= 0:
-        raise BadInput("--timeout must be positive")
+    checks.seconds(options.timeout, "--timeout")
+    checks.seconds(options.start_timeout, "--start-timeout")
     if options.baseline not in BASELINES:
         raise BadInput(f"--baseline must be one of {', '.join(BASELINES)}, not {options.baseline!r}")
     if options.repeats < 0:
         raise BadInput("--repeats must be 0 or more")
+    checks.interpreter(options.python, "--python")
+    # Every place the survey will write, tried now: not after an hour of cases.
+    checks.writable_file(options.output or default_output(options.stack), "--output")
+    checks.writable_file(options.census_path, "--census")
+    checks.writable_file(options.json_path, "--json")
+    if not options.no_store:
+        checks.writable_folder(Store(options.store).root, "--store")
 
 
 def _load_spec(path: str | None):
     from flagos_doctor.survey.spec import load_spec
 
-    if path is not None and not os.path.isfile(path):
-        raise BadInput("no such spec file", path)
-    return load_spec(path)
+    return load_spec(path)  # BadInput naming the file: missing, special, malformed
 
 
 def _listing_source(options: SurveyOptions) -> str | None:
@@ -160,16 +165,18 @@ def _run(options: SurveyOptions) -> int:
         spec=os.path.abspath(options.spec) if options.spec else None,
         conf=os.path.abspath(options.conf) if options.conf else None,
         backend=options.backend, timeout=options.timeout, keep_env=options.keep_env,
-        devices=list(options.devices), startup_timeout=max(600.0, options.timeout),
+        devices=list(options.devices), startup_timeout=options.start_timeout,
         shared_autotune=options.shared_autotune,
     )
-    choice = sizing.choose(options.workers, sizing.Machine.here(), options.stack,
-                           per_overload=options.isolation == "per-overload")
-    workers = pool_module.Pool(config, choice.workers, per_overload=options.isolation == "per-overload")
-    try:
-        return _survey(options, spec, spec_dict, config, workers, choice)
-    finally:
-        workers.close()
+    # One survey at a time writes a results file and its journal.
+    with lock.hold(options.output or default_output(options.stack), "--output"):
+        choice = sizing.choose(options.workers, sizing.Machine.here(), options.stack,
+                               per_overload=options.isolation == "per-overload")
+        workers = pool_module.Pool(config, choice.workers, per_overload=options.isolation == "per-overload")
+        try:
+            return _survey(options, spec, spec_dict, config, workers, choice)
+        finally:
+            workers.close()
 
 
 def _say_workers(options: SurveyOptions, choice: sizing.Choice) -> None:
@@ -245,6 +252,8 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
             "shared_autotune": dict(zip(("TRITON_CACHE_AUTOTUNING", "set_by"), config.autotune_setting())),
             "repeats": options.repeats, "baseline": options.baseline,
         }
+        if any(workers.leftovers.values()):  # what surveys killed before had left behind
+            this_run["leftovers_cleaned"] = dict(workers.leftovers)
         provenance = {
             **found,
             "routes": route_set.provenance(),
@@ -298,7 +307,8 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
                     if outstanding[event.overload] == 0:  # its last task: the overload is finished
                         journal.record_end(event.overload)
                         measured[event.overload] = started
-                        files.write_json(journal.output, document())
+                        if journal.compact_due(len(route_set.overloads)):
+                            journal.compact(document())
                         view.end(event.overload, verdict_of(journal.finished[event.overload]))
                 elif event.kind == "replaced":
                     view.note(f"worker {event.data['slot']} replaced after {event.overload}: {event.data['why']}")
@@ -322,17 +332,24 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
     this_run["ended"] = ended
     this_run["seconds"] = round(time.monotonic() - clock, 3)
     this_run["worker_starts"] = workers.start_figures()
+    this_run["compactions"] = journal.compactions
     this_run["schedule"] = workers.schedule_figures()
     provenance["ended"] = ended
     doc = document()
     done = all(name in journal.finished for name in selected)
     journal.close(done, doc)
-    _write_outputs(options, doc)
     if done and doc["complete"] and not options.no_store:
         store = Store(options.store)
         doc_key = provenance.get("store_key") or f"{options.stack}-unknown"
         filed = store.file("survey", doc_key, results.fingerprint(journal.comparable), journal.output)
         provenance["store_path"] = filed
+    # The results file and the store hold the survey by now: a copy that cannot be written
+    # (a full disk) is one line after the summary, and nothing is lost.
+    unwritten = None
+    try:
+        _write_outputs(options, doc)
+    except BadInput as exc:
+        unwritten = exc
     if not options.quiet:
         stream_is_json = options.json_path == "-"
         from flagos_doctor.console import output_console
@@ -345,6 +362,8 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
             output_console(stderr=stream_is_json).print(f"filed in the store: {provenance['store_path']}")
     if interrupted:
         raise KeyboardInterrupt
+    if unwritten is not None:
+        raise unwritten
     if fatal:
         if fatal.get("missing"):
             raise BadInput(f"no importable stack module {options.stack!r}", "--stack")
@@ -435,8 +454,7 @@ def _write_outputs(options: SurveyOptions, doc: dict) -> None:
     if options.census_path:
         files.atomic_write_text(options.census_path, results.census_of(doc))
     if options.json_path == "-":
-        sys.stdout.write(files.dump_json(doc))
-        sys.stdout.flush()
+        files.write_stdout(files.dump_json(doc), "--json")
     elif options.json_path:
         files.write_json(options.json_path, doc)
 

@@ -51,7 +51,7 @@ def from_store(store: Store, fingerprint: str) -> tuple[dict[tuple[str, str], fl
         try:
             with open(entry.path, encoding="utf-8") as handle:
                 return from_document(json.load(handle)), entry.path
-        except (OSError, ValueError, AttributeError, TypeError):
+        except (OSError, ValueError, AttributeError, TypeError, RecursionError):
             continue
     return {}, None
 

@@ -1,9 +1,12 @@
 """The results file of a survey and its journal, written as the survey goes.
 
-``<output>`` is the results document (schema ``flagos-doctor/survey/1``), replaced
-atomically each time an overload finishes. ``<output>.journal`` gets one JSON line per
-event as it happens (the profiles of an overload, each case, the end of an overload), so a
-survey killed with SIGKILL loses at most the case in flight. Opening a survey loads both,
+``<output>.journal`` is the write path: one JSON line per event as it happens (the
+profiles of an overload, each case, the end of an overload), so a survey killed with
+SIGKILL loses at most the case in flight. ``<output>`` is the results document (schema
+``flagos-doctor/survey/1``), compacted from what the journal holds and replaced atomically
+each time another 1/COMPACTIONS of the route set has finished (and at the end): writing it,
+which costs the size of the whole route set, after every overload made a survey of 50,000
+routes quadratic. Opening a survey loads both,
 refuses a file made with another route set, spec, harness version, stack or backend (naming
 the field), compacts them into a fresh results file and journal, and says what remains.
 """
@@ -15,7 +18,7 @@ import os
 
 from flagos_doctor import files
 from flagos_doctor.errors import BadInput
-from flagos_doctor.survey import model
+from flagos_doctor.survey import model, results
 
 #: What must match for a results file to be resumed (or compared); in this order.
 COMPARABLE_FIELDS = ("harness_version", "route_set_sha256", "spec_sha256", "stack", "backend", "device", "store_key")
@@ -32,6 +35,10 @@ def check_comparable(found: dict, wanted: dict, where: str, fields=COMPARABLE_FI
             )
 
 
+#: About how many times a survey rewrites its results file before the end.
+COMPACTIONS = 20
+
+
 class Journal:
     """Finished overloads, partial ones, and the files that keep them."""
 
@@ -45,14 +52,14 @@ class Journal:
         self.previous: dict | None = None  # the results document found on disk
         self._seen: list[tuple[dict, str]] = []  # comparable fields found, and where
         self._fd: int | None = None
+        self._ended_since = 0  # overloads finished since the results file was last written
+        self.compactions = 0  # results file rewrites while the survey ran
 
     # -- opening -------------------------------------------------------------------------
     def load(self) -> None:
         """Read what an earlier run of the same survey left (results file, then journal)."""
         if os.path.exists(self.output):
-            document = files.load_json(self.output, "flagos-doctor/survey/")
-            if document.get("schema") != model.RESULTS_SCHEMA:
-                raise BadInput(f"field 'schema' is {document.get('schema')!r}, expected {model.RESULTS_SCHEMA}", self.output)
+            document = results.load(self.output)
             check_comparable(document.get("comparable", {}), self.comparable, self.output)
             self._seen.append((document.get("comparable", {}), self.output))
             self.previous = document
@@ -73,7 +80,7 @@ class Journal:
         for number, line in enumerate(lines, start=1):
             try:
                 record = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue  # the torn last line of a killed run
             kind = record.get("kind")
             if kind == "header":
@@ -115,7 +122,22 @@ class Journal:
                 lines.append({"kind": "profiles", "overload": name, "profiles": self.profiles[name]})
             lines.extend({"kind": "case", "overload": name, **case} for case in cases)
         files.atomic_write_text(self.path, "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines))
+        if self._fd is not None:
+            os.close(self._fd)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        self._ended_since = 0
+
+    def compact_due(self, route_count: int) -> bool:
+        """Whether enough overloads finished since the last write to rewrite the results file."""
+        return self._ended_since >= max(1, route_count // COMPACTIONS)
+
+    def compact(self, document: dict) -> None:
+        """Write ``document`` (what the journal holds) as the results file. The journal is
+        left to grow (appends cost what they add); it is rewritten short when a survey is
+        resumed, and removed when one completes."""
+        files.write_json(self.output, document)
+        self._ended_since = 0
+        self.compactions += 1
 
     def checkpoint(self, document: dict) -> None:
         """Write ``document`` and restart the journal from it: what the journal held is in the
@@ -130,8 +152,11 @@ class Journal:
     def _append(self, record: dict) -> None:
         data = (json.dumps(record, sort_keys=True) + "\n").encode()
         view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view) :]
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as exc:  # a full disk: one line; every record before this one is kept
+            raise files.write_failed(self.path, exc) from None
 
     def record_profiles(self, name: str, profiles: list[str]) -> None:
         if self.profiles.get(name) != profiles:
@@ -146,6 +171,7 @@ class Journal:
     def record_end(self, name: str) -> None:
         self._append({"kind": "end", "overload": name})
         self.finished[name] = self.partial.pop(name, [])
+        self._ended_since += 1
 
     def remaining_profiles(self, name: str) -> list[str] | None:
         """The profiles of a partial overload still to run (``None``: all of them)."""

@@ -16,13 +16,14 @@ from __future__ import annotations
 import os
 import queue
 import statistics
-import tempfile
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
 
+from flagos_doctor import redact
 from flagos_doctor.childproc import Child, ChildEnded, ChildTimeout, tail_text
-from flagos_doctor.survey import model, stacks
+from flagos_doctor.survey import model, scratch, stacks
 from flagos_doctor.survey.schedule import Schedule
 
 WORKER_MODULE = "flagos_doctor.survey.worker"
@@ -86,6 +87,8 @@ class WorkerConfig:
             env[stack.visible_devices_var] = self.devices[slot % len(self.devices)]
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         env["TRITON_CACHE_AUTOTUNING"] = self.autotune_setting()[0]
+        if self.scratch:
+            env[scratch.MARK_VAR] = self.scratch  # inherited by all it starts: found again after a kill -9
         return env
 
 
@@ -110,7 +113,11 @@ class WorkerProcess:
         self.slot = slot
         self.capture = os.path.join(config.scratch, f"worker-{slot}-{number}.log")
         clock = time.monotonic()
-        self.child = Child(config.python, WORKER_MODULE, env=config.env(slot))
+        env = config.env(slot)
+        # Every text from the stack (exception messages, stderr tails, paths) is scrubbed
+        # of the secrets of the environment it ran in, before anything keeps it.
+        self._secrets = redact.secret_values(env)
+        self.child = Child(config.python, WORKER_MODULE, env=env)
         self.ready: dict | None = None
         self.start_seconds: float | None = None  # spawn to ready: mostly the stack's import
         try:
@@ -132,9 +139,10 @@ class WorkerProcess:
             self.close()
             raise StackFailed(f"stack {config.stack!r} did not start within {config.startup_timeout:.0f}s")
         except ChildEnded as exc:
-            tail = self.child.stderr_tail(12)
+            tail = self.scrub(self.child.stderr_tail(12))
             self.close()
             raise StackFailed(f"stack {config.stack!r} worker {exc.end.describe()} while starting: {tail[-800:]}")
+        record = self.scrub(record)
         if record.get("kind") != "ready":
             self.close()
             raise StackFailed(f"stack {config.stack!r} failed to start: {record.get('error')}", bool(record.get("missing")))
@@ -144,7 +152,7 @@ class WorkerProcess:
     # -- the stack's own list ------------------------------------------------------------
     def registered(self) -> list[str]:
         self.child.send({"op": "list"})
-        record = self.child.recv(self.config.startup_timeout)
+        record = self.scrub(self.child.recv(self.config.startup_timeout))
         if record.get("kind") != "registered":
             raise StackFailed(f"stack {self.config.stack!r} cannot list its overloads: {record.get('error')}")
         return record["overloads"]
@@ -157,6 +165,7 @@ class WorkerProcess:
         CRASH / TIMEOUT / poisoned ERROR was reported) or ``"idle"`` (the worker died or hung
         before starting any case of this request: nothing was recorded).
         """
+        report = self._scrubbing(report)
         in_flight = None
         self._offset = 0
         self._case_clock = time.monotonic()
@@ -199,6 +208,13 @@ class WorkerProcess:
             report(Event("case", name, self._ended_case(name, in_flight, model.CRASH, f"worker {exc.end.describe()}", exc.end.signal)))
             self.close()
             return "ended"
+
+    def scrub(self, obj):
+        """``obj`` without the secrets of the worker's environment (:mod:`flagos_doctor.redact`)."""
+        return redact.scrub(obj, self._secrets)
+
+    def _scrubbing(self, report):
+        return lambda event: report(Event(event.kind, event.overload, self.scrub(event.data)))
 
     def _ended_case(self, name: str, profile: str, status: str, detail: str, signal: str | None = None) -> dict:
         """The record of a case its worker did not survive: what it printed since it started
@@ -259,9 +275,10 @@ class Pool:
         self._given_up: set[str] = set()  # overloads with an overload-level record ("-"): skip their other tasks
         self._tasks_ready = threading.Event()
         self._own_scratch = None
+        #: What surveys killed before left behind, cleaned now (:mod:`.scratch`).
+        self.leftovers = scratch.clean_leftovers()
         if not config.scratch:
-            self._own_scratch = tempfile.TemporaryDirectory(prefix="flagos-survey-")
-            config.scratch = self._own_scratch.name
+            self._own_scratch = config.scratch = scratch.create()
 
     def start_worker(self, slot: int, list_only: bool = False) -> WorkerProcess:
         worker = WorkerProcess(self.config, slot, list_only=list_only)
@@ -353,7 +370,7 @@ class Pool:
             for worker in self._live.values():
                 worker.close()
         if self._own_scratch is not None:
-            self._own_scratch.cleanup()
+            shutil.rmtree(self._own_scratch, ignore_errors=True)
 
     # -- one slot (a thread) ---------------------------------------------------------------
     def _slot(self, slot: int, worker: WorkerProcess | None) -> None:

@@ -7,7 +7,8 @@ Stable keys, for scripts: ``schema``, ``provenance``, ``summary`` {``registered`
 and for a confirmed failure ``repeats`` and ``baseline`` {``status``, ``detail``}}]}},
 ``census_sha256``, ``failure_groups`` (the non-PASS cases grouped by cause,
 :mod:`.groups`). Also: ``comparable`` (the fields two runs must share to be resumed
-or compared), ``routes`` (the route set) and ``complete``.
+or compared), ``routes`` (the route set) and ``complete``. :func:`load` reads one back,
+checked field by field, its census digest recomputed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from flagos_doctor import files
+from flagos_doctor.errors import BadInput
 from flagos_doctor.survey import census, groups, model, verdicts
 
 #: Order of a case's keys does not matter in JSON, but its profiles keep the spec's order.
@@ -84,3 +87,55 @@ def census_of(document: dict) -> str:
     """The census text of a results document."""
     done = {name: entry for name, entry in document["overloads"].items() if entry["verdict"] != model.PENDING}
     return census.census_text(done)
+
+
+def _check_cases(cases, where: str, field: str) -> None:
+    if not isinstance(cases, list):
+        raise BadInput(f"field '{field}' is {type(cases).__name__}, expected a list of cases", where)
+    for index, case in enumerate(cases):
+        here = f"{field}[{index}]"
+        if not isinstance(case, dict):
+            raise BadInput(f"field '{here}' is {type(case).__name__}, expected an object", where)
+        for key in ("profile", "status"):
+            if not isinstance(case.get(key), str):
+                raise BadInput(f"field '{here}.{key}' is {case.get(key)!r}, expected a string", where)
+        if case["status"] not in model.CASE_STATUSES:
+            raise BadInput(f"field '{here}.status' is {case['status']!r}, not a case status ({', '.join(model.CASE_STATUSES)})", where)
+        if not isinstance(case.get("route", "-"), str):
+            raise BadInput(f"field '{here}.route' is {case['route']!r}, expected a string", where)
+
+
+def check(document: dict, where: str) -> dict:
+    """``document`` read back from ``where``, checked as a results file of this schema; its
+    ``census_sha256`` recomputed from its cases (a digest in a file is never trusted).
+
+    Raises BadInput naming the file and the first field at fault: another or a newer
+    schema, overloads that are not objects, a verdict or status that is not one of the
+    survey's words, ``cases`` that are not a list of cases.
+    """
+    schema = document.get("schema")
+    if schema != model.RESULTS_SCHEMA:
+        newer = isinstance(schema, str) and schema.startswith(model.RESULTS_SCHEMA.rsplit("/", 1)[0] + "/")
+        why = "made by another version of flagos-doctor; " if newer else ""
+        raise BadInput(f"field 'schema' is {schema!r}: {why}this one reads {model.RESULTS_SCHEMA}", where)
+    overloads = document.get("overloads")
+    if not isinstance(overloads, dict):
+        raise BadInput("field 'overloads' is missing or not an object: not a survey results file", where)
+    if not isinstance(document.get("summary"), dict):
+        raise BadInput("field 'summary' is missing or not an object: not a survey results file", where)
+    for name, entry in overloads.items():
+        field = f"overloads.{name}"
+        if not isinstance(entry, dict):
+            raise BadInput(f"field '{field}' is {type(entry).__name__}, expected an object", where)
+        if entry.get("verdict") not in model.VERDICTS:
+            raise BadInput(f"field '{field}.verdict' is {entry.get('verdict')!r}, not a verdict ({', '.join(model.VERDICTS)})", where)
+        _check_cases(entry.get("cases", []), where, f"{field}.cases")
+        if "partial_cases" in entry:
+            _check_cases(entry["partial_cases"], where, f"{field}.partial_cases")
+    document["census_sha256"] = census.census_sha256(census_of(document))
+    return document
+
+
+def load(path: str) -> dict:
+    """Read and :func:`check` a survey results file; BadInput naming the file when unusable."""
+    return check(files.load_json(path, model.RESULTS_SCHEMA.rsplit("/", 1)[0] + "/"), path)

@@ -14,8 +14,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-import yaml
-
+from flagos_doctor import files
 from flagos_doctor.errors import BadInput
 
 #: The spec ``load_spec(None)`` reads: the packaged copy of ``surveys/default.yaml``.
@@ -117,17 +116,7 @@ def load_spec(path: str | os.PathLike | None = None) -> Spec:
     """
     path = DEFAULT_SPEC if path is None else os.fspath(path)
     label = os.path.basename(path)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except FileNotFoundError:
-        raise BadInput(f"survey spec not found: {path}", path) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"cannot read survey spec: {exc}", path) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else path
-        raise BadInput(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", where) from None
+    data = files.load_yaml(path, "survey spec")
     return parse_spec(data, label, path=os.path.abspath(path))
 
 

@@ -1,0 +1,104 @@
+"""Checks of the user's options that must fail before any work starts.
+
+Each raises :class:`~flagos_doctor.errors.BadInput` naming the option (one line, exit 2),
+so a survey that would run for an hour and then fail to write its results, or run with a
+timeout that never fires, is refused at once. Standard library only: the parent CLI uses
+it, and it never creates or changes anything (a write is tried in a fresh temporary file,
+removed at once).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import stat
+import tempfile
+
+from flagos_doctor.errors import BadInput
+
+#: A device as ``CUDA_VISIBLE_DEVICES`` and its kin take one: an index, or a GPU/MIG UUID.
+_DEVICE = re.compile(r"^(\d+|(GPU|MIG)-[A-Za-z0-9/-]+)$")
+
+
+def seconds(value: float, option: str = "--timeout") -> float:
+    """``value`` when it is a finite positive number of seconds (not ``inf``, not ``nan``)."""
+    if not math.isfinite(value) or value <= 0:
+        raise BadInput(f"must be a finite positive number of seconds, not {value!r}", option)
+    return value
+
+
+def names(text: str | None, option: str) -> list[str]:
+    """The comma-separated names of ``text`` (None: the option was not given, []); an
+    option given with no name at all (``--ops ''``) is refused rather than read as 'all'."""
+    if text is None:
+        return []
+    found = [part.strip() for part in text.split(",") if part.strip()]
+    if not found:
+        raise BadInput(f"names nothing ({text!r}); leave it out to take all", option)
+    return found
+
+
+def devices(text: str | None, option: str = "--devices") -> list[str]:
+    """Device indices (or GPU/MIG UUIDs) from ``0,1``; refuses empty items and garbage."""
+    if text is None:
+        return []
+    found = [part.strip() for part in text.split(",")]
+    bad = [part for part in found if not _DEVICE.match(part)]
+    if bad or not found:
+        raise BadInput(f"expected device indices such as 0,1 (or GPU-/MIG- UUIDs), not {text!r}", option)
+    return found
+
+
+def interpreter(path: str, option: str = "--python") -> str:
+    """``path`` when it names an executable file (a bare name is looked up on ``PATH``)."""
+    found = path if os.sep in path else (shutil.which(path) or path)
+    if not os.path.lexists(found):
+        raise BadInput(f"no such interpreter: {path}", option)
+    if os.path.isdir(found):
+        raise BadInput(f"{path} is a directory, not an interpreter", option)
+    if not os.access(found, os.X_OK):
+        raise BadInput(f"{path} is not executable", option)
+    return path
+
+
+def _nearest_existing(folder: str) -> str:
+    while not os.path.lexists(folder):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return folder
+
+
+def _try_create_in(folder: str, path: str, option: str) -> None:
+    existing = _nearest_existing(folder)
+    if not os.path.isdir(existing):
+        raise BadInput(f"cannot write {path}: {existing} is not a folder", option)
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".flagos-doctor-write-check-", dir=existing)
+    except OSError as exc:
+        raise BadInput(f"cannot write {path}: {existing}: {exc.strerror or exc}", option)
+    os.close(fd)
+    os.unlink(probe)
+
+
+def writable_file(path: str | None, option: str) -> None:
+    """``path`` can be (re)placed by an atomic write; ``-`` (stdout) and None pass."""
+    if path is None or path == "-":
+        return
+    target = os.path.abspath(path)
+    if os.path.isdir(target):
+        raise BadInput(f"{path} is a directory; give a file name", option)
+    if os.path.lexists(target) and not stat.S_ISREG(os.stat(target).st_mode):
+        raise BadInput(f"{path} is not a regular file", option)
+    _try_create_in(os.path.dirname(target), path, option)
+
+
+def writable_folder(path: str, option: str) -> None:
+    """``path`` is (or can be made) a folder that files can be written in."""
+    target = os.path.abspath(path)
+    if os.path.lexists(target) and not os.path.isdir(target):
+        raise BadInput(f"{path} is not a folder", option)
+    _try_create_in(target, path, option)
