@@ -8,11 +8,10 @@ import os
 
 import pytest
 
-from conftest import REPO_ROOT, run_cli
+from conftest import FAULT_ENV, FIXTURES, run_cli
 from flagos_doctor.compare import attribute as attribution
 from flagos_doctor.survey import model
 
-FIXTURES = os.path.join(REPO_ROOT, "tests", "fixtures")
 FAULT_CONF = os.path.join(FIXTURES, "fault.conf")
 OPS = "abs,floor,ceil,log1p,expm1,trunc"
 
@@ -20,8 +19,7 @@ OPS = "abs,floor,ceil,log1p,expm1,trunc"
 @pytest.fixture(scope="module")
 def surveys(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("attribute")
-    env = {"PYTHONPATH": os.pathsep.join([FIXTURES, REPO_ROOT]), "GEMS_VENDOR": "nvidia",
-           "FLAGGEMS_DB_URL": f"sqlite:///{tmp}/flaggems.db"}
+    env = FAULT_ENV
     for stack, name in (("faultstack", "a.json"), ("kernelstack", "b.json")):
         done = run_cli("survey", "--stack", stack, "--conf", FAULT_CONF, "--ops", OPS, "--no-store", "-q",
                        "-o", name, env=env, cwd=str(tmp))

@@ -18,11 +18,10 @@ import time
 
 import pytest
 
-from conftest import REPO_ROOT, run_cli
+from conftest import FIXTURES, REPO_ROOT, run_cli
 from flagos_doctor import conf, files, redact
 from flagos_doctor.errors import BadInput
 
-FIXTURES = os.path.join(REPO_ROOT, "tests", "fixtures")
 FAULT_CONF = os.path.join(FIXTURES, "fault.conf")
 SECRET = "hardening-supersecret-4711"
 

@@ -16,11 +16,10 @@ import sys
 
 import pytest
 
-from conftest import REPO_ROOT, run_cli
+from conftest import FIXTURES, REPO_ROOT, run_cli
 from flagos_doctor.survey import model
 from flagos_doctor.survey.pool import WorkerConfig, WorkerProcess
 
-FIXTURES = os.path.join(REPO_ROOT, "tests", "fixtures")
 TRUTH_CONF = os.path.join(FIXTURES, "truth.conf")
 TRUTH_SPEC = os.path.join(FIXTURES, "truth-spec.yaml")
 
