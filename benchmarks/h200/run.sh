@@ -202,7 +202,13 @@ case "$step" in
       ${WORKERS:+--workers "$WORKERS"} ${DEVICES:+--devices "$DEVICES"} --timeout 300 --deadline "${SURVEY_SECONDS:-480}"
     echo "full $2 exit: $?"
     cp "$WORK/full/state.json" "$OUT/survey-full-state.json" 2>/dev/null
-    cp "$WORK/full/cold.census" "$OUT/survey-full-cold.census" 2>/dev/null
+    # The phase's results and census: cold is also the committed flag_gems survey (issue 14),
+    # warm its second run (census byte-identical?).
+    for name in results census; do
+      cp "$WORK/full/$2.$name" "$OUT/survey-full-$2.$name" 2>/dev/null
+      cp "$WORK/full/$2.$name.journal" "$OUT/survey-full-$2.$name.journal" 2>/dev/null
+    done
+    [ "$2" = warm ] && cmp "$WORK/full/cold.census" "$WORK/full/warm.census" && echo "census byte-identical to cold: yes"
     ;;
   torch_fl)
     export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO
