@@ -14,6 +14,7 @@ import os
 import pytest
 
 from flagos_doctor.compare.diff import classify, compare, exit_code
+from flagos_doctor.compare.markdown import render as render_markdown
 from flagos_doctor.files import write_json
 from flagos_doctor.store import Store
 from flagos_doctor.survey import census, model, verdicts
@@ -117,6 +118,18 @@ def test_diff_orders_regressions_first_and_lists_cases():
     assert comparison["unchanged"] == 2  # log, cos
     assert comparison["census_identical"] is False
     assert exit_code(comparison, "regression") == 1 and exit_code(comparison, "never") == 0
+
+
+def test_overloads_neither_run_surveyed_are_not_counted_unchanged():
+    # A survey of a few --ops out of a whole conf leaves the rest PENDING in both arms:
+    # nothing was measured there, so they are "not surveyed", never "unchanged".
+    doc = results(BEFORE)
+    for name in ("mm", "bmm"):
+        doc["overloads"][name] = {"verdict": "PENDING", "cases": []}
+    comparison = compare(doc, copy.deepcopy(doc))
+    assert comparison["unchanged"] == len(BEFORE) and comparison["unsurveyed"] == 2
+    text = render_markdown(comparison)
+    assert f"unchanged overloads: {len(BEFORE)}, not surveyed in either run: 2" in text
 
 
 def test_route_only_change_fails_only_with_fail_on_any():

@@ -18,6 +18,8 @@ document of schema ``flagos-doctor/compare/1``::
     regressions       number of overloads that regressed
     fixes, changes    numbers of overloads fixed / otherwise changed
     unchanged         number of overloads whose verdict and cases are all unchanged
+    unsurveyed        number of overloads PENDING in both runs (neither ran them, as in a
+                      survey of a few ``--ops`` out of a whole conf): not "unchanged"
     arms              {a: {...}, b: {...}}: label and provenance highlights of each run
 
 Rules (the survey's words, :mod:`flagos_doctor.survey.model`):
@@ -34,7 +36,7 @@ Rules (the survey's words, :mod:`flagos_doctor.survey.model`):
 from __future__ import annotations
 
 from flagos_doctor.survey import groups
-from flagos_doctor.survey.model import FAILED, FLAKY, PASS, VERDICT_RANK, VERDICTS
+from flagos_doctor.survey.model import FAILED, FLAKY, PASS, PENDING, VERDICT_RANK, VERDICTS
 
 COMPARE_SCHEMA = "flagos-doctor/compare/1"
 
@@ -215,7 +217,7 @@ def compare(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B", force: 
     transitions = []
     cases_changed = []
     signed = []  # the changed cases with their causes, for the change groups
-    regressed, fixed, changed, unchanged = set(), set(), set(), 0
+    regressed, fixed, changed, unchanged, unsurveyed = set(), set(), set(), 0, 0
     for name in sorted(set(over_a) | set(over_b)):
         entry_a, entry_b = over_a.get(name), over_b.get(name)
         verdict_a = entry_a.get("verdict") if entry_a is not None else None
@@ -245,7 +247,9 @@ def compare(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B", force: 
             overload_changed = True
             if went_bad:
                 regressed.add(name)
-        if not overload_changed:
+        if not overload_changed and verdict_a == verdict_b == PENDING and not cases_a:
+            unsurveyed += 1  # nothing was measured: saying "unchanged" would claim a check
+        elif not overload_changed:
             unchanged += 1
     # An overload whose verdict is unchanged (or even "better") but lost a PASS case is a
     # regression too; its transition, if any, then sorts with the regressions.
@@ -278,6 +282,7 @@ def compare(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B", force: 
         "fixes": len(fixed),
         "changes": len(changed),
         "unchanged": unchanged,
+        "unsurveyed": unsurveyed,
         "arms": {
             "a": {"label": label_a, "context": {name: lookup(a, paths) for name, paths in CONTEXT}},
             "b": {"label": label_b, "context": {name: lookup(b, paths) for name, paths in CONTEXT}},

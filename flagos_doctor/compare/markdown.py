@@ -66,7 +66,8 @@ def render_into(page: Page, comparison: dict, heading_level: int = 2, base_prior
     digests = comparison.get("census_sha256") or {}
     out += [
         f"- regressions: **{comparison.get('regressions', 0)}**, fixes: {comparison.get('fixes', 0)}, "
-        f"other changes: {comparison.get('changes', 0)}, unchanged overloads: {comparison.get('unchanged', 0)}",
+        f"other changes: {comparison.get('changes', 0)}, unchanged overloads: {comparison.get('unchanged', 0)}"
+        + (f", not surveyed in either run: {comparison['unsurveyed']}" if comparison.get("unsurveyed") else ""),
         f"- cases changed: {len(comparison.get('cases_changed') or [])}, "
         f"in {len(comparison.get('change_groups') or [])} groups by cause",
         f"- census byte-identical: **{verdict}** (A `{digests.get('a')}`, B `{digests.get('b')}`)",

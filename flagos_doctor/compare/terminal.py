@@ -139,5 +139,6 @@ def render(comparison: dict, console: Console, show_all: bool = False) -> None:
             Text(f"{regressions} regressed", style="bold red" if regressions else "green"),
             f", {comparison.get('fixes', 0)} fixed, {comparison.get('changes', 0)} other changes, "
             f"{comparison.get('unchanged', 0)} overloads unchanged",
+            f", {comparison['unsurveyed']} not surveyed in either run" if comparison.get("unsurveyed") else "",
         )
     )
