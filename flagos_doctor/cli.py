@@ -47,8 +47,9 @@ def _no_flag_placeholder() -> None:
     Typer's rich help prints the flag's type as ``<bool>``, which a flag never takes."""
     from typer.core import TyperOption
 
-    shown = TyperOption.display_type_rich
-    if getattr(shown, "_flagos_doctor", False):
+    # Older Typer (0.9 to 0.12, as on the H200 image) has no such method, nor the placeholder.
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "_flagos_doctor", False):
         return
 
     def display_type_rich(self, ctx):
