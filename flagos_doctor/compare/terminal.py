@@ -115,7 +115,10 @@ def render(comparison: dict, console: Console, show_all: bool = False) -> None:
         picked = cases if show_all else [c for c in cases if c.get("regression")][:TOP]
         rows = [(c["overload"], _plain(c["profile"]), f"{_case(c['from'])} -> {_case(c['to'])}",
                  "regression" if c.get("regression") else "") for c in picked]
-        title = f"Cases changed ({len(cases)})" if show_all else f"Cases changed ({len(cases)}), regressions among them"
+        if show_all:
+            title = f"Cases changed ({len(cases)})"
+        else:  # only the regressions are listed here: say how many there are, none included
+            title = f"Cases changed ({len(cases)}), of them regressions ({comparison.get('case_regressions', 0)})"
         console.print(Text(title, style="bold"))
         if rows:
             console.print(Text("\n".join("  " + line for line in _columns(rows))), highlight=False)
