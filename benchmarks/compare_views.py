@@ -55,7 +55,7 @@ def run_arm(a: str, b: str, extra: list[str], store: str) -> tuple[float, int, i
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("a", nargs="?", default=os.path.join(RESULTS, "flag_gems-4.2.0-h200.json"))
-    parser.add_argument("b", nargs="?", default=os.path.join(RESULTS, "flag_gems-5.0.2-h200.json"))
+    parser.add_argument("b", nargs="?", default=os.path.join(RESULTS, "flag_gems-5.0.2-h200-harness1.json"))
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     times: dict = {name: [] for name in ARMS}

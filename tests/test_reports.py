@@ -25,7 +25,7 @@ from flagos_doctor.survey import groups, results as results_mod
 
 H200 = os.path.join(REPO_ROOT, "surveys", "results")
 OLD = os.path.join(H200, "flag_gems-4.2.0-h200.json")
-NEW = os.path.join(H200, "flag_gems-5.0.2-h200.json")
+NEW = os.path.join(H200, "flag_gems-5.0.2-h200-harness1.json")
 LAUNCHER = "TypeError: function takes exactly N arguments (N given)"
 CLOSING = re.compile(r"<sub>Left out to stay under ([\d,]+) characters: (.+)\. The full record: (.+)\.</sub>\n$")
 

@@ -466,7 +466,7 @@ def test_summary_names_the_slowest_cases_of_the_h200_survey():
 
     from flagos_doctor.survey import progress
 
-    doc = load(os.path.join(REPO_ROOT, "surveys", "results", "flag_gems-5.0.2-h200.json"))
+    doc = load(os.path.join(REPO_ROOT, "surveys", "results", "flag_gems-5.0.2-h200-harness1.json"))
     out = io.StringIO()
     progress.render_summary(doc, "r.json", Console(file=out, width=200))
     text = out.getvalue()
