@@ -8,6 +8,9 @@ not compared; strided results are read without ``view``).
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -151,3 +154,52 @@ def _empty_case():
     from flagos_doctor.survey.synth import Case
 
     return Case([], {}, [])
+
+
+def test_layer_norm_statistics_are_compared_in_whatever_dtype_the_backend_keeps_them():
+    # CPU keeps a half input's mean and rstd in half, CUDA in float32: same values, both right.
+    judge = Judge(SPEC, "cpu")
+    x, w, b = torch.randn(32, 32).half(), torch.randn(32).half(), torch.randn(32).half()
+    expected = torch.ops.aten.native_layer_norm(x, [32], w, b, 1e-5)
+    assert expected[1].dtype == torch.float16
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x.float(), [32], w.float(), b.float(), 1e-5)
+    assert judge.results("native_layer_norm", expected, (expected[0], mean, rstd), {}) is None
+    wrong = judge.results("native_layer_norm", expected, (expected[0], mean + 1, rstd), {})
+    assert wrong.startswith("output 1:") and "values differ" in wrong
+    # the normalised output itself keeps its dtype
+    assert "dtype float32 != float16" in judge.results("native_layer_norm", expected, (expected[0].float(), mean, rstd), {})
+
+
+def test_eval_mode_batch_norm_backward_gets_the_forwards_saved_statistics(runner):
+    # As autograd passes them: empty tensors in eval mode, never None (CUDA's half path asserts).
+    op = resolve("native_batch_norm_backward")
+    modes = set()
+    for profile in SPEC.profiles:
+        try:
+            named = _named(op, build_case(op, "native_batch_norm_backward", profile,
+                                          case_seed("native_batch_norm_backward", profile.name)))
+        except Exception:
+            continue
+        modes.add(named["train"])
+        assert isinstance(named["save_mean"], torch.Tensor) and isinstance(named["save_invstd"], torch.Tensor)
+        if not named["train"]:
+            assert named["save_mean"].numel() == 0 and named["save_invstd"].numel() == 0
+        assert runner.run_case("native_batch_norm_backward", profile.name)["status"] == model.PASS, profile.name
+    assert modes == {True, False}
+
+
+def test_a_backend_that_keeps_layer_norm_statistics_as_cuda_does_passes(tmp_path):
+    # The stack's forward returns float32 statistics for half inputs and its backward refuses
+    # half ones, as CUDA does: the backward's device arm gets them in the forward's dtype, and
+    # the forward's float32 statistics are compared by value.
+    from conftest import FAULT_ENV, FIXTURES, run_cli
+
+    done = run_cli("survey", "--stack", "cudalikestack", "--conf", os.path.join(FIXTURES, "cudalike.conf"),
+                   "--no-store", "-q", "-o", "r.json", env=FAULT_ENV, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    with open(tmp_path / "r.json", encoding="utf-8") as handle:
+        overloads = json.load(handle)["overloads"]
+    for name in ("native_layer_norm", "native_layer_norm_backward"):
+        statuses = {case["profile"]: case["status"] for case in overloads[name]["cases"]}
+        assert statuses["2d-f16"] == model.PASS, (name, overloads[name]["cases"])
+        assert not {model.WRONG, model.ERROR} & set(statuses.values()), (name, statuses)

@@ -30,7 +30,7 @@ import torch
 from flagos_doctor.survey import bindings, model
 from flagos_doctor.survey import references
 from flagos_doctor.survey.judge import Judge, flatten, random_range, undefined_results
-from flagos_doctor.survey.synth import Case, Declined, build_case, clone_tree
+from flagos_doctor.survey.synth import Case, Declined, adapt_on_device, build_case, clone_tree
 
 #: Longest detail kept for a case (the first line of an exception, a judging reason).
 DETAIL_LIMIT = 300
@@ -137,6 +137,7 @@ class CaseRunner:
         clock = None
         try:
             device_case = self._to_device(case)
+            adapt_on_device(overload, op, device_case)
             self._seed(seed)
             clock = time.perf_counter()
             actual = op(*device_case.args, **device_case.kwargs)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 #: Bump when a change to synthesis, checks or verdict rules can change outcomes: results
 #: files of another harness version are not comparable.
-HARNESS_VERSION = "flagos-doctor-survey/2"
+HARNESS_VERSION = "flagos-doctor-survey/3"
 
 RESULTS_SCHEMA = "flagos-doctor/survey/1"
 

@@ -294,6 +294,36 @@ _FACTORY_OPS = {"arange", "eye", "full", "full_like", "linspace", "logspace", "o
                 "randint", "randint_like", "randperm", "scalar_tensor", "new_ones", "new_zeros", "new_full"}
 
 
+#: overload -> fn(named device arguments) -> {name: replacement}: the device arm's inputs
+#: where what they must be depends on the backend that runs them (:func:`adapt_on_device`).
+_ON_DEVICE = {}
+
+
+def on_device(*names):
+    def register(fn):
+        for name in names:
+            _ON_DEVICE[name] = fn
+        return fn
+
+    return register
+
+
+def adapt_on_device(overload: str, op, device_case: "Case") -> None:
+    """Adjust ``device_case`` (already on the device) for inputs whose form is the backend's
+    choice, e.g. saved statistics a forward returned. A no-op for almost every overload."""
+    fn = _ON_DEVICE.get(overload)
+    if fn is None:
+        return
+    names = [a.name for a in op._schema.arguments]
+    named = dict(zip(names, device_case.args))
+    named.update(device_case.kwargs)
+    for name, value in fn(named).items():
+        if name in device_case.kwargs:
+            device_case.kwargs[name] = value
+        else:
+            device_case.args[names.index(name)] = value
+
+
 def recipe(*names):
     """Register a recipe for op names (``mm``: every overload, ``mm.out``: one overload)."""
 
@@ -989,6 +1019,20 @@ def _layer_norm_backward(c):
             "weight": w, "bias": b, "output_mask": [True, True, True]}
 
 
+@on_device("native_layer_norm_backward")
+def _layer_norm_statistics_on_device(named: dict) -> dict:
+    """mean and rstd are what the forward returned on the backend that runs the backward, and
+    their dtype is that backend's choice: for a half input CPU keeps them in half, CUDA in
+    float32, and each rejects the other's ("expected scalar type Float but found Half"). The
+    device arm gets the CPU's values in the dtype the device's own forward returns."""
+    try:
+        _, mean, _ = torch.ops.aten.native_layer_norm(named["input"], named["normalized_shape"], named["weight"],
+                                                      named["bias"], 1e-5)
+    except Exception:
+        return {}  # the device's forward fails: its backward will say so on its own
+    return {name: named[name].to(mean.dtype) for name in ("mean", "rstd")}
+
+
 def _group_norm_shape(c):
     shape = c.at_least(2)
     n, ch = shape[0], shape[1]
@@ -1049,8 +1093,11 @@ def _batch_norm_backward(c):
     except Exception as exc:
         raise Declined(f"forward: {type(exc).__name__}: {_first_line(exc)}")
     values.pop("bias")
-    values.update(grad_out=c.tensor(shape), input=x, save_mean=save_mean if train else None,
-                  save_invstd=save_invstd if train else None, train=train, output_mask=[True, True, True])
+    # In eval mode the forward's saved statistics are empty tensors, and autograd passes them
+    # on as they are; None instead makes CUDA's half-precision path assert
+    # ("save_mean->defined() INTERNAL ASSERT FAILED") where CPU accepts it.
+    values.update(grad_out=c.tensor(shape), input=x, save_mean=save_mean, save_invstd=save_invstd, train=train,
+                  output_mask=[True, True, True])
     return values
 
 
