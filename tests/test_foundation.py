@@ -28,6 +28,21 @@ def test_cli_help_does_not_import_torch():
     assert "probe" in out.stdout and "survey" in out.stdout
 
 
+def test_cli_starts_on_a_typer_without_display_type_rich(monkeypatch):
+    # Typer 0.9-0.12 (the H200 image's) has no TyperOption.display_type_rich: every command
+    # there once died at import in the --help placeholder fix, which must leave such a Typer be.
+    import typer.core
+
+    from flagos_doctor import cli
+
+    class OlderTyperOption:  # what that Typer's option class offers here: no rich display type
+        is_flag = True
+
+    monkeypatch.setattr(typer.core, "TyperOption", OlderTyperOption)
+    cli._no_flag_placeholder()
+    assert not hasattr(OlderTyperOption, "display_type_rich")
+
+
 def test_cli_bad_usage_exits_2():
     result = run_cli("probe", "--no-such-option")
     assert result.returncode == 2
