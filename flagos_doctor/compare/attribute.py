@@ -39,6 +39,7 @@ route set, which differ by design and are shown.
 
 from __future__ import annotations
 
+from flagos_doctor import arms
 from flagos_doctor.compare.diff import CONTEXT
 from flagos_doctor.survey import comparable, model
 from flagos_doctor.survey.comparable import lookup
@@ -151,9 +152,6 @@ def attribute(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B") -> di
 
 def exit_code(attribution: dict, fail_on: str) -> int:
     """1 when a case fails only under A (``--fail-on regression``, the default) or when any
-    case of A fails (``any``); 0 otherwise or with ``never``."""
-    if fail_on == "never":
-        return 0
-    if fail_on == "any":
-        return 1 if any(attribution["counts"].values()) else 0
-    return 1 if attribution["counts"][INTEGRATION] else 0
+    case of A fails (``any``); 0 otherwise or with ``never`` (:func:`flagos_doctor.arms.exit_code`)."""
+    counts = attribution["counts"]
+    return arms.exit_code(fail_on, counts[INTEGRATION], any(counts.values()))

@@ -33,6 +33,7 @@ Rules (the survey's words, :mod:`flagos_doctor.survey.model`):
 
 from __future__ import annotations
 
+from flagos_doctor import arms
 from flagos_doctor.survey import groups
 from flagos_doctor.survey.comparable import differences, lookup
 from flagos_doctor.survey.model import FAILED, FLAKY, PASS, VERDICT_RANK, VERDICTS
@@ -246,10 +247,7 @@ def compare(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B", force: 
 
 
 def exit_code(comparison: dict, fail_on: str) -> int:
-    """0 or 1 for ``--fail-on any|regression|never``."""
-    if fail_on == "never":
-        return 0
-    if fail_on == "any":
-        changed = comparison["transitions"] or comparison["cases_changed"] or not comparison["census_identical"]
-        return 1 if changed else 0
-    return 1 if comparison["regressions"] else 0
+    """0 or 1 for ``--fail-on any|regression|never`` (:func:`flagos_doctor.arms.exit_code`):
+    a regressed overload; any verdict, case or census that differs."""
+    differs = bool(comparison["transitions"] or comparison["cases_changed"] or not comparison["census_identical"])
+    return arms.exit_code(fail_on, comparison["regressions"], differs)
