@@ -175,6 +175,12 @@ def test_repo_build_failure_names_the_commit(tmp_path, cli):
     assert done.returncode == 2
     assert first[:12] in done.stderr and "exited with status 3" in done.stderr and "no compiler" in done.stderr
     assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("flagos-doctor: error:")]
+    assert len(errors) == 1 and "no compiler" in errors[0]  # the error is one line, after the progress
+    # The build's whole output is kept in the store, where the message says.
+    log = tmp_path / "store" / "logs" / "survey" / (first + ".log")
+    assert f"(log: {log})" in done.stderr
+    assert log.read_text().splitlines()[1:] == ["compiling", "error: no compiler"]
     assert os.listdir(scratch) == []
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     unknown = cli("survey", "--compare", "nosuchref", second[:7], "--repo", str(repo),

@@ -31,7 +31,6 @@ import sys
 
 import flagos_doctor
 from flagos_doctor.arms import ArmKind
-from flagos_doctor.errors import BadInput
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor.store import SURVEY_KIND, Store
 from flagos_doctor.survey import comparable, results

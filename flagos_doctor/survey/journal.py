@@ -17,7 +17,6 @@ import json
 import os
 
 from flagos_doctor import files
-from flagos_doctor.errors import BadInput
 from flagos_doctor.survey import model, results
 from flagos_doctor.survey.comparable import check_resumable
 
