@@ -3,12 +3,13 @@
 Layout, plain files a person can open::
 
     <root>/<kind>/<key>/<fingerprint>.json
+    <root>/logs/<kind>/<key>.log          the commands run to make a run of a commit
 
 ``kind`` is ``survey`` or ``suite``; ``key`` is the torch_fl commit (full hash, ``-dirty``
 appended for a dirty checkout) or, where there is no commit, the stack and its version
-(``flag_gems-5.0.2``); ``fingerprint`` is a short digest of what must match for two runs
-to be comparable (route set, spec, device type...), so runs on one commit with another
-setup live side by side.
+(``flag_gems-5.0.2``); ``fingerprint`` is a short digest of the run's setup (route set,
+spec, device type...; for a survey :func:`flagos_doctor.survey.comparable.fingerprint`),
+so runs on one commit with another setup live side by side.
 
 Default root: ``$FLAGOS_DOCTOR_STORE``, else ``$XDG_DATA_HOME/flagos-doctor/results``
 (``~/.local/share/flagos-doctor/results``): per user, outside any checkout, so a
@@ -23,6 +24,10 @@ import shutil
 from dataclasses import dataclass
 
 from flagos_doctor.errors import BadInput
+
+#: The kinds of run the store files.
+SURVEY_KIND = "survey"
+SUITE_KIND = "suite"
 
 _SAFE = re.compile(r"[^A-Za-z0-9._+-]")
 
@@ -53,6 +58,11 @@ class Store:
 
     def path_for(self, kind: str, key: str, fingerprint: str) -> str:
         return os.path.join(self.root, kind, safe_name(key), safe_name(fingerprint) + ".json")
+
+    def log_path(self, kind: str, key: str) -> str:
+        """Where the commands run to make a ``kind`` run of ``key`` (a build, a survey, the
+        tests) log their output: beside the runs, where :meth:`entries` does not look."""
+        return os.path.join(self.root, "logs", kind, safe_name(key) + ".log")
 
     def file(self, kind: str, key: str, fingerprint: str, source_path: str) -> str:
         """Copy a finished results file into the store (atomically); return its new path."""

@@ -7,8 +7,14 @@ import json
 import os
 import subprocess
 
+import dataclasses
+import typing
+
 import pytest
 
+from flagos_doctor.compare.build import ARM_OWN, PATHS, arm_options, options_from_json, options_json
+from flagos_doctor.options import SurveyOptions
+from flagos_doctor.survey.results import load
 from flagos_doctor.survey.stacks import DEMO_CONF
 
 OPS = "abs,neg,exp"
@@ -54,6 +60,44 @@ def commit(repo, text: str, message: str) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
+def _given(name: str, kind, default):
+    """A value for option ``name`` of type ``kind`` that is not its default."""
+    if typing.get_origin(kind) in (typing.Union, getattr(__import__("types"), "UnionType", ())):
+        kind = next(k for k in typing.get_args(kind) if k is not type(None))
+    if kind is bool:
+        return not default
+    if kind in (int, float):
+        return kind(7) if default != 7 else kind(8)
+    if kind is str:
+        return f"given-{name}"
+    if typing.get_origin(kind) is list:
+        return [f"given-{name}"]
+    raise AssertionError(f"SurveyOptions.{name}: no test value for {kind}; add one here")
+
+
+def test_a_built_arm_surveys_with_every_option_the_user_gave():
+    """The arm's survey child gets SurveyOptions whole (JSON): an option added to
+    SurveyOptions is carried without a word elsewhere, and this fails if one is dropped."""
+    hints = typing.get_type_hints(SurveyOptions)
+    given = {}
+    for field in dataclasses.fields(SurveyOptions):
+        default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+        given[field.name] = _given(field.name, hints[field.name], default)
+        assert given[field.name] != default
+    child = options_from_json(options_json(arm_options(SurveyOptions(**given), "/scratch/results.json")))
+    assert set(ARM_OWN) < set(given) and set(PATHS) < set(given)
+    for name, value in given.items():
+        if name == "output":
+            expected = "/scratch/results.json"
+        elif name in ARM_OWN:
+            expected = ARM_OWN[name]
+        elif name in PATHS:
+            expected = os.path.abspath(value)
+        else:
+            expected = value
+        assert getattr(child, name) == expected, name
+
+
 def test_identical_real_surveys_compare_equal(tmp_path, cli):
     paths = []
     for name in ("one", "two"):
@@ -81,7 +125,8 @@ def test_repo_build_cmd_builds_both_commits_and_shows_the_regression(tmp_path, c
     store = tmp_path / "store"
     build = "python -c \"open('built.txt', 'w').write('built')\""
     args = ["survey", "--compare", good[:7], broken[:8], "--repo", str(repo), "--build-cmd", build,
-            "--stack", "variant_stack", "--conf", DEMO_CONF, "--ops", OPS, "--store", str(store)]
+            "--stack", "variant_stack", "--conf", DEMO_CONF, "--ops", OPS, "--store", str(store),
+            "--repeats", "0", "--baseline", "none"]
     # Run from inside the user's checkout (at the broken commit): it must not shadow the
     # worktree of the good commit.
     done = cli(*args, "--json", str(tmp_path / "cmp.json"), env={"TMPDIR": str(scratch)}, cwd=str(repo))
@@ -97,8 +142,10 @@ def test_repo_build_cmd_builds_both_commits_and_shows_the_regression(tmp_path, c
     assert comparison["arms"]["a"]["source"] == "built" and comparison["arms"]["a"]["commit"] == good
     assert comparison["arms"]["b"]["commit"] == broken
     assert "neg" in done.stdout and "regression" in done.stdout
-    # filed in the store by full commit
+    # filed in the store by full commit, surveyed with the options given
     assert os.path.isdir(store / "survey" / good) and os.path.isdir(store / "survey" / broken)
+    run = load(comparison["arms"]["b"]["path"])["provenance"]["runs"][-1]
+    assert (run["repeats"], run["baseline"]) == (0, "none")
     # worktrees gone, the checkout untouched
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert not (repo / ".git" / "worktrees").exists() or not os.listdir(repo / ".git" / "worktrees")
@@ -126,8 +173,14 @@ def test_repo_build_failure_names_the_commit(tmp_path, cli):
                "--build-cmd", "echo compiling; echo 'error: no compiler' >&2; exit 3",
                "--stack", "variant_stack", "--store", str(tmp_path / "store"), env={"TMPDIR": str(scratch)})
     assert done.returncode == 2
-    assert first[:12] in done.stderr and "exited with 3" in done.stderr and "no compiler" in done.stderr
+    assert first[:12] in done.stderr and "exited with status 3" in done.stderr and "no compiler" in done.stderr
     assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("flagos-doctor: error:")]
+    assert len(errors) == 1 and "no compiler" in errors[0]  # the error is one line, after the progress
+    # The build's whole output is kept in the store, where the message says.
+    log = tmp_path / "store" / "logs" / "survey" / (first + ".log")
+    assert f"(log: {log})" in done.stderr
+    assert log.read_text().splitlines()[1:] == ["compiling", "error: no compiler"]
     assert os.listdir(scratch) == []
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     unknown = cli("survey", "--compare", "nosuchref", second[:7], "--repo", str(repo),

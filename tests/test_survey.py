@@ -19,7 +19,7 @@ import time
 import pytest
 
 from conftest import FAULT_ENV, FIXTURES, REPO_ROOT, run_cli
-from flagos_doctor.survey import census, model, verdicts
+from flagos_doctor.survey import census, comparable, model, verdicts
 
 FAULT_CONF = os.path.join(FIXTURES, "fault.conf")
 
@@ -289,9 +289,7 @@ def test_cases_slow_last_time_are_handed_out_first(fault_run, tmp_path):
     # The full fault survey, filed in a store: sinh's hang on 1d-f32 took the 5 s timeout.
     doc, _, _ = fault_run
     assert doc["overloads"]["sinh"]["cases"][2]["seconds"] >= 5  # a TIMEOUT is timed too
-    from flagos_doctor.survey import results
-
-    filed = tmp_path / "store" / "survey" / "faultstack-x" / (results.fingerprint(doc["comparable"]) + ".json")
+    filed = tmp_path / "store" / "survey" / "faultstack-x" / (comparable.fingerprint(doc["comparable"]) + ".json")
     filed.parent.mkdir(parents=True)
     filed.write_text(json.dumps(doc))
     args = ("--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,sinh", "--timeout", "5", "-q")

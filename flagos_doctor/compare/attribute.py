@@ -6,8 +6,8 @@ the stack under suspicion (``--stack torch_fl``), ``b`` the kernels alone (``--s
 flag_gems``) over the same overloads, and returns a document of schema
 ``flagos-doctor/attribution/1``::
 
-    comparable    bool: the cases are the same cases (COMPARABILITY agrees)
-    differences   [{field, a, b}]: the COMPARABILITY fields that differ
+    comparable    bool: the cases are the same cases (CASE_FIELDS agree)
+    differences   [{field, a, b}]: the CASE_FIELDS that differ
     context       [{field, a, b}]: fields that differ by design (stack, device, route set)
     counts        {class: failing cases of A in it}
     overloads     {name: {classes: {class: n}, cases: [{profile, class, a: {status, route,
@@ -32,14 +32,17 @@ the first rule that holds:
   surveyed there, PENDING, INVALID_CASE, UNVERIFIABLE, NO_SCHEMA), or B passed it without its
   kernel running (the FlagGems function A calls was never run alone).
 
-Only what changes the cases makes two surveys incomparable (harness version, profiles,
-tolerances): the stack, the device type and the route set differ by design and are shown.
+Only what changes the cases makes two surveys incomparable: the fields
+:mod:`flagos_doctor.survey.comparable` compares, but the stack, the device type and the
+route set, which differ by design and are shown.
 """
 
 from __future__ import annotations
 
-from flagos_doctor.compare.diff import COMPARABILITY, CONTEXT, lookup
-from flagos_doctor.survey import model
+from flagos_doctor import arms
+from flagos_doctor.compare.diff import CONTEXT
+from flagos_doctor.survey import comparable, model
+from flagos_doctor.survey.comparable import lookup
 
 ATTRIBUTION_SCHEMA = "flagos-doctor/attribution/1"
 
@@ -61,22 +64,13 @@ MEANING = {
 
 #: A case of A that failed on the device.
 FAILING = (model.WRONG, model.ERROR, model.MISSING_FUNCTION, model.CRASH, model.TIMEOUT)
-#: Fields that must agree for the cases to be the same cases.
-CASE_FIELDS = ("harness_version", "profiles", "tolerances")
-#: Fields that differ by design between a stack and its kernels alone.
+#: Compared fields that differ by design between a stack and its kernels alone.
 BY_DESIGN = ("stack", "device_type", "route_set_sha256")
+#: The rest of the compared fields must agree for the cases to be the same cases.
+CASE_FIELDS = tuple(name for name in comparable.COMPARED if name not in BY_DESIGN)
 
 _DETAIL = 200
 
-
-def _fields(a: dict, b: dict, names) -> list[dict]:
-    paths = dict(COMPARABILITY)
-    found = []
-    for name in names:
-        va, vb = lookup(a, paths[name]), lookup(b, paths[name])
-        if va != vb:
-            found.append({"field": name, "a": va, "b": vb})
-    return found
 
 
 def _baseline_failed(*cases: dict | None) -> dict | None:
@@ -120,7 +114,7 @@ def _view(case: dict | None) -> dict | None:
 
 def attribute(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B") -> dict:
     """Attribute every failing case of ``a`` against ``b``; return the attribution document."""
-    differences = _fields(a, b, CASE_FIELDS)
+    differences = comparable.differences(a, b, CASE_FIELDS)
     overloads: dict = {}
     counts = {name: 0 for name in CLASSES}
     for name, entry in sorted((a.get("overloads") or {}).items()):
@@ -141,14 +135,14 @@ def attribute(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B") -> di
             overloads[name] = {"classes": {k: v for k, v in classes.items() if v}, "cases": rows}
     arms = {}
     for key, label, document in (("a", label_a, a), ("b", label_b, b)):
-        arms[key] = {"label": label, "stack": lookup(document, dict(COMPARABILITY)["stack"])}
+        arms[key] = {"label": label, "stack": lookup(document, comparable.PATHS["stack"])}
         arms[key].update({name: lookup(document, paths) for name, paths in CONTEXT
                           if name in ("flag_gems", "torch_fl commit", "torch", "device")})
     return {
         "schema": ATTRIBUTION_SCHEMA,
         "comparable": not differences,
         "differences": differences,
-        "context": _fields(a, b, BY_DESIGN),
+        "context": comparable.differences(a, b, BY_DESIGN),
         "counts": counts,
         "overloads": overloads,
         "integration": sorted(name for name, entry in overloads.items() if INTEGRATION in entry["classes"]),
@@ -158,9 +152,6 @@ def attribute(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B") -> di
 
 def exit_code(attribution: dict, fail_on: str) -> int:
     """1 when a case fails only under A (``--fail-on regression``, the default) or when any
-    case of A fails (``any``); 0 otherwise or with ``never``."""
-    if fail_on == "never":
-        return 0
-    if fail_on == "any":
-        return 1 if any(attribution["counts"].values()) else 0
-    return 1 if attribution["counts"][INTEGRATION] else 0
+    case of A fails (``any``); 0 otherwise or with ``never`` (:func:`flagos_doctor.arms.exit_code`)."""
+    counts = attribution["counts"]
+    return arms.exit_code(fail_on, counts[INTEGRATION], any(counts.values()))

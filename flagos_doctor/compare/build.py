@@ -1,17 +1,19 @@
-"""Building and surveying a commit that the results store does not have yet.
+"""Survey arms: what ``survey --compare`` reads, and how it surveys a commit it builds.
 
-The way asv's ``continuous`` builds two commits: for each missing arm,
+The flow (a file, a commit of ``--repo`` built in a temporary worktree, a run in the store)
+is :mod:`flagos_doctor.arms`'s; a survey arm adds:
 
-1. ``git worktree add --detach`` of the user's repository at that commit, in a temporary
-   folder (the user's checkout, index and HEAD are never touched);
-2. the build command (``--build-cmd``) run in that worktree, its output kept in a log;
-3. a child ``python -m flagos_doctor survey`` with the worktree first on ``PYTHONPATH`` and
-   the survey options the user gave (conf, stack, ops, spec, ...), writing a results file.
-   A build command whose last line ends in ``PYTHONPATH=<folder>`` (what
-   ``python -m flagos_doctor.torch_fl_build`` prints: it builds outside the worktree, in its
-   cache) puts that folder ahead of the worktree;
-4. that file filed in the store under the full commit, so the next comparison finds it;
-5. the worktree removed (``git worktree remove --force``, then ``git worktree prune``).
+* a file is a survey results file (:func:`flagos_doctor.survey.results.load`);
+* a commit's run in the store is the newest filed under it, whatever its fingerprint (the
+  fingerprint depends on what the survey finds, torch's version and the device type; a run
+  of another setup is then refused by the comparison, naming the fields);
+* in the built worktree, a child ``python -m flagos_doctor.compare.build`` runs the survey
+  with the user's survey options as JSON (every option carried, :func:`arm_options`), the
+  worktree first on ``PYTHONPATH``. A build command whose last line ends in
+  ``PYTHONPATH=<folder>`` (what ``python -m flagos_doctor.torch_fl_build`` prints: it builds
+  outside the worktree, in its cache) puts that folder ahead of the worktree;
+* the results are filed under the full commit and their fingerprint
+  (:func:`flagos_doctor.survey.comparable.fingerprint`), so the next comparison finds them.
 
 Nothing is installed anywhere unless the build command does it: a build command that runs
 ``pip install`` installs into whatever interpreter it names, so it should name a virtual
@@ -21,30 +23,40 @@ environment (and ``--python`` that environment's interpreter), or build in place
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import json
 import os
 import re
-import subprocess
 import sys
 
 import flagos_doctor
-from flagos_doctor import worktree
-from flagos_doctor.childproc import tail_text
-from flagos_doctor.compare.arms import SURVEY_KIND, Arm, load_results
-from flagos_doctor.compare.diff import COMPARABILITY, lookup
-from flagos_doctor.errors import BadInput
+from flagos_doctor.arms import ArmKind
 from flagos_doctor.options import SurveyOptions
-from flagos_doctor.store import Store
+from flagos_doctor.store import SURVEY_KIND, Store
+from flagos_doctor.survey import comparable, results
 
-def resolve_commit(repo: str, ref: str) -> str:
-    """The full commit ``ref`` names in ``repo``; BadInput when it names none."""
-    if not os.path.isdir(repo):
-        raise BadInput("no such directory (--repo)", repo)
-    commit = worktree.resolve_commit(repo, ref)
-    if commit is None:
-        raise BadInput(f"{ref!r} is neither a results file, nor a run in the store, nor a commit of {repo}", ref)
-    return commit
+#: Survey options an arm sets for itself (and ``output``: the results file, in the worktree's
+#: scratch folder); every other option is the user's, carried as given. The arm files its
+#: run itself, under the commit; the child's output goes to the arm's log.
+ARM_OWN = {"json_path": None, "census_path": None, "rerun": False, "store": None, "no_store": True,
+           "quiet": True}
+#: Path options, made absolute: the child runs in another folder.
+PATHS = ("conf", "spec")
+
+
+def arm_options(options: SurveyOptions, output: str) -> SurveyOptions:
+    """The survey options of one arm: the user's, but ``output`` and those in ARM_OWN, paths
+    made absolute."""
+    paths = {name: os.path.abspath(getattr(options, name)) for name in PATHS if getattr(options, name)}
+    return dataclasses.replace(options, output=output, **ARM_OWN, **paths)
+
+
+def options_json(options: SurveyOptions) -> str:
+    return json.dumps(dataclasses.asdict(options))
+
+
+def options_from_json(text: str) -> SurveyOptions:
+    return SurveyOptions(**json.loads(text))
 
 
 def announced_import_path(log_text: str) -> str | None:
@@ -54,102 +66,65 @@ def announced_import_path(log_text: str) -> str | None:
     return match.group(1) if match and os.path.isdir(match.group(1)) else None
 
 
-def survey_argv(options: SurveyOptions, output: str) -> list[str]:
-    """The ``flagos-doctor survey`` arguments for one arm, paths made absolute."""
-    argv = ["survey", "--stack", options.stack, "--backend", options.backend, "--python", options.python,
-            *(("--workers", str(options.workers)) if options.workers is not None else ()),
-            *(() if options.shared_autotune else ("--no-shared-autotune",)),
-            "--isolation", options.isolation, "--tasks", options.tasks,
-            "--timeout", str(options.timeout),
-            "--output", output, "--no-store", "--quiet"]
-    if options.conf:
-        argv += ["--conf", os.path.abspath(options.conf)]
-    if options.spec:
-        argv += ["--spec", os.path.abspath(options.spec)]
-    if options.routes:
-        argv += ["--routes", options.routes]
-    if options.ops:
-        argv += ["--ops", ",".join(options.ops)]
-    if options.device:
-        argv += ["--device", options.device]
-    if options.devices:
-        argv += ["--devices", ",".join(options.devices)]
-    if options.keep_env:
-        argv.append("--keep-env")
-    return argv
+class SurveyArms(ArmKind):
+    """Survey arms, built ones surveyed with ``survey`` (the user's survey options)."""
 
+    store_kind = SURVEY_KIND
 
-def fingerprint(document: dict) -> str:
-    """A short digest of what must match for runs to be comparable (the store's file name).
-
-    Uses the survey's own fingerprint when it offers one, so runs it files and runs filed
-    here land side by side.
-    """
-    comparable = document.get("comparable")
-    if isinstance(comparable, dict):
-        try:
-            from flagos_doctor.survey.results import fingerprint as survey_fingerprint
-
-            return survey_fingerprint(comparable)
-        except (ImportError, TypeError, ValueError):
-            pass
-    parts = {name: lookup(document, paths) for name, paths in COMPARABILITY}
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-class Builder:
-    """Builds and surveys missing arms from ``repo``; ``say`` reports progress (one line each)."""
-
-    def __init__(self, repo: str, build_cmd: str | None, survey: SurveyOptions, store: Store, say=None):
-        self.repo = os.path.abspath(repo)
-        self.build_cmd = build_cmd
+    def __init__(self, survey: SurveyOptions):
         self.survey = survey
-        self.store = store
-        self.say = say or (lambda line: print(line, file=sys.stderr))
 
-    def arm(self, ref: str) -> Arm:
-        """Build, survey and file the commit ``ref`` names; return the arm."""
-        commit = resolve_commit(self.repo, ref)
-        filed = [e for e in self.store.entries(SURVEY_KIND) if e.key == commit]
-        if filed:
-            path = max(filed, key=lambda e: os.path.getmtime(e.path)).path
-            return Arm(ref=ref, path=path, document=load_results(path), source="store", commit=commit)
+    def load(self, path: str) -> dict:
+        return results.load(path)
+
+    def filed(self, store: Store, commit: str) -> str | None:
+        filed = [e for e in store.entries(self.store_kind) if e.key == commit]
+        return max(filed, key=lambda e: os.path.getmtime(e.path)).path if filed else None
+
+    def import_path(self, tree: str) -> list[str]:
+        # This flagos_doctor after the worktree: the repository built is the stack's, not ours.
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(flagos_doctor.__file__)))
-        with worktree.temporary_worktree(self.repo, commit, "flagos-doctor-") as (scratch, tree):
-            self.say(f"{ref}: worktree of {self.repo} at {commit[:12]}")
-            env = worktree.env_with_import_path([tree, package_root])
-            survey_cwd = tree
-            log_path = os.path.join(scratch, "build.log")
-            if self.build_cmd:
-                self.say(f"{ref}: building: {self.build_cmd}")
-                with open(log_path, "wb") as log:
-                    done = subprocess.run(self.build_cmd, shell=True, cwd=tree, env=env,
-                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-                if done.returncode != 0:
-                    with open(log_path, "rb") as log:
-                        tail = tail_text(log.read(), max_lines=5)
-                    raise BadInput(f"build command exited with {done.returncode}; last lines:\n{tail}",
-                                   f"{ref} ({commit[:12]})")
-                with open(log_path, "rb") as log:
-                    built = announced_import_path(log.read().decode(errors="replace"))
-                if built:
-                    self.say(f"{ref}: importing the build from {built}")
-                    env = worktree.env_with_import_path([built, tree, package_root])
-                    survey_cwd = scratch  # ``python -m`` puts its folder first: the unbuilt tree must not shadow the build
-            results = os.path.join(scratch, "results.json")
-            self.say(f"{ref}: surveying ({self.survey.stack})")
-            # In the worktree: ``python -m`` puts the working folder first on sys.path, and
-            # the user's own checkout (often where they run this) must not shadow it.
-            with open(os.path.join(scratch, "survey.log"), "wb") as log:
-                done = subprocess.run([sys.executable, "-m", "flagos_doctor", *survey_argv(self.survey, results)],
-                                      cwd=survey_cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                      stderr=subprocess.STDOUT)
-            if not os.path.isfile(results):
-                with open(os.path.join(scratch, "survey.log"), "rb") as log:
-                    tail = tail_text(log.read(), max_lines=5)
-                raise BadInput(f"the survey wrote no results (exit {done.returncode}); last lines:\n{tail}",
-                               f"{ref} ({commit[:12]})")
-            document = load_results(results)
-            path = self.store.file(SURVEY_KIND, commit, fingerprint(document), results)
-            self.say(f"{ref}: filed as {path}")
-            return Arm(ref=ref, path=path, document=document, source="built", commit=commit)
+        return [tree, package_root]
+
+    def make(self, ref, commit, tree, scratch, env, build_output, log, say) -> str:
+        survey_cwd = tree
+        built = announced_import_path(build_output)
+        if built:
+            say(f"{commit[:10]}: importing the build from {built}")
+            env = {**env, "PYTHONPATH": os.pathsep.join([built, env["PYTHONPATH"]])}
+            survey_cwd = scratch  # ``python -m`` puts its folder first: the unbuilt tree must not shadow the build
+        output = os.path.join(scratch, "results.json")
+        say(f"{commit[:10]}: surveying ({self.survey.stack})")
+        # In the worktree: ``python -m`` puts the working folder first on sys.path, and the
+        # user's own checkout (often where they run this) must not shadow it.
+        code, printed = log.run([sys.executable, "-m", __name__, options_json(arm_options(self.survey, output))],
+                                survey_cwd, env)
+        if not os.path.isfile(output):
+            raise log.failure("the survey", code, printed, commit, ref, why=" and wrote no results")
+        return output
+
+    def file(self, store: Store, commit: str, path: str) -> str:
+        return store.file(self.store_kind, commit, comparable.fingerprint(results.load(path)["comparable"]), path)
+
+
+def describe(arm) -> dict:
+    """What the comparison document says of a survey arm."""
+    return {"ref": arm.ref, "path": arm.path, "source": arm.source.value, "commit": arm.commit}
+
+
+def main(argv: list[str]) -> int:
+    """The survey of a built arm: ``python -m flagos_doctor.compare.build OPTIONS_JSON``, the
+    options as :func:`options_json` writes them; errors reported as the command line does."""
+    import typer
+
+    from flagos_doctor.cli import _dispatch
+
+    try:
+        _dispatch("flagos_doctor.survey.command", options_from_json(argv[0]))
+    except typer.Exit as exc:  # how _dispatch always ends
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import sys
 
-from flagos_doctor import checks
-from flagos_doctor.compare import arms as arms_mod
+from flagos_doctor import arms, checks
 from flagos_doctor.compare import markdown, terminal
+from flagos_doctor.compare.build import SurveyArms, describe
 from flagos_doctor.compare.diff import compare, exit_code
 from flagos_doctor.console import output_console
 from flagos_doctor.errors import BadInput
@@ -20,35 +20,31 @@ from flagos_doctor.markdown import full_record
 from flagos_doctor.options import CompareOptions, SurveyOptions
 from flagos_doctor.store import Store
 
-FAIL_ON = ("any", "regression", "never")
 
-
-def obtain_arm(ref: str, store: Store, options: CompareOptions, builder=None) -> arms_mod.Arm:
-    """The arm for ``ref``: a file, a stored run, or (with ``--repo``) a commit built now."""
-    if builder is not None and arms_mod.find_in_store(store, ref) is None:
-        return builder.arm(ref)
-    return arms_mod.resolve(store, ref)
-
-
-def load_arms(options: CompareOptions, say=None) -> tuple[arms_mod.Arm, arms_mod.Arm]:
-    """Both arms of ``options``, building missing ones when ``--repo`` is given."""
+def load_arms(options: CompareOptions, say=None) -> tuple[arms.Arm, arms.Arm]:
+    """Both arms of ``options`` (:func:`flagos_doctor.arms.resolve`), building missing ones
+    when ``--repo`` is given."""
     if options.build_cmd and not options.repo:
         raise BadInput("--build-cmd needs --repo (the checkout to build the commits from)")
     store = Store(options.store)
-    builder = None
-    if options.repo:
-        from flagos_doctor.compare.build import Builder
+    kind = SurveyArms(options.survey or SurveyOptions())
+    return tuple(arms.resolve(ref, kind, store, options.repo, options.build_cmd, say)
+                 for ref in (options.a, options.b))
 
-        builder = Builder(options.repo, options.build_cmd, options.survey or SurveyOptions(), store, say=say)
-    return obtain_arm(options.a, store, options, builder), obtain_arm(options.b, store, options, builder)
+
+def _progress(options: CompareOptions):
+    """Where the arms' progress lines go (a build takes a while): stderr, unless ``--quiet``."""
+    if options.quiet:
+        return None
+    return lambda line: print(f"flagos-doctor: survey: {line}", file=sys.stderr, flush=True)
 
 
 def build_comparison(options: CompareOptions, say=None) -> dict:
     """The comparison document for ``options`` (arms found or built); never refuses."""
     arm_a, arm_b = load_arms(options, say=say)
-    comparison = compare(arm_a.document, arm_b.document, label_a=options.a, label_b=options.b, force=options.force)
-    comparison["arms"]["a"].update(arm_a.describe())
-    comparison["arms"]["b"].update(arm_b.describe())
+    comparison = compare(arm_a.content, arm_b.content, label_a=options.a, label_b=options.b, force=options.force)
+    comparison["arms"]["a"].update(describe(arm_a))
+    comparison["arms"]["b"].update(describe(arm_b))
     return comparison
 
 
@@ -89,14 +85,13 @@ def _emit(options: CompareOptions, comparison: dict, stderr) -> None:
 
 
 def run(options: CompareOptions) -> int:
-    if options.fail_on not in FAIL_ON:
-        raise BadInput(f"--fail-on must be one of {', '.join(FAIL_ON)}, not {options.fail_on!r}")
+    arms.check_fail_on(options.fail_on)
     checks.writable_file(options.json_path, "--json")
     checks.writable_file(options.markdown_path, "--markdown")
     stderr = output_console(stderr=True)
     if options.attribute:
         return run_attribution(options, stderr)
-    comparison = build_comparison(options, say=None if not options.quiet else (lambda line: None))
+    comparison = build_comparison(options, say=_progress(options))
     diffs = comparison["differences"]
     if diffs and not options.force:
         refusal = _refusal(comparison)
@@ -123,10 +118,10 @@ def run_attribution(options: CompareOptions, stderr) -> int:
     from flagos_doctor.compare import attribute_views
     from flagos_doctor.compare.attribute import attribute, exit_code as attribution_exit
 
-    arm_a, arm_b = load_arms(options, say=None if not options.quiet else (lambda line: None))
-    doc = attribute(arm_a.document, arm_b.document, label_a=options.a, label_b=options.b)
-    doc["arms"]["a"].update(arm_a.describe())
-    doc["arms"]["b"].update(arm_b.describe())
+    arm_a, arm_b = load_arms(options, say=_progress(options))
+    doc = attribute(arm_a.content, arm_b.content, label_a=options.a, label_b=options.b)
+    doc["arms"]["a"].update(describe(arm_a))
+    doc["arms"]["b"].update(describe(arm_b))
     if doc["differences"]:
         fields = ", ".join(f"{d['field']} ({_short(d['a'])} vs {_short(d['b'])})" for d in doc["differences"])
         if not options.force:

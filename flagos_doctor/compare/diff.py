@@ -3,8 +3,8 @@
 :func:`compare` takes two documents of schema ``flagos-doctor/survey/1`` and returns a
 document of schema ``flagos-doctor/compare/1``::
 
-    comparable        bool: every field of COMPARABILITY agrees
-    differences       [{field, a, b}]: the comparability fields that differ
+    comparable        bool: every compared field agrees (:mod:`..survey.comparable`)
+    differences       [{field, a, b}]: the compared fields that differ
     census_identical  bool: both census digests present and equal
     census_sha256     {a, b}
     summary           {rows: [{name, a, b, delta}], a: {...}, b: {...}}
@@ -35,23 +35,12 @@ Rules (the survey's words, :mod:`flagos_doctor.survey.model`):
 
 from __future__ import annotations
 
+from flagos_doctor import arms
 from flagos_doctor.survey import groups
+from flagos_doctor.survey.comparable import differences, lookup
 from flagos_doctor.survey.model import FAILED, FLAKY, PASS, PENDING, VERDICT_RANK, VERDICTS
 
 COMPARE_SCHEMA = "flagos-doctor/compare/1"
-
-#: What must agree for two runs to be comparable: (field name, paths in the document
-#: tried in order). The first path present wins, so older or newer provenance layouts
-#: still read.
-COMPARABILITY = (
-    ("route_set_sha256", (("provenance", "route_set_sha256"), ("provenance", "routes", "route_set_sha256"),
-                          ("comparable", "route_set_sha256"))),
-    ("harness_version", (("provenance", "harness_version"), ("comparable", "harness_version"))),
-    ("profiles", (("provenance", "spec", "profiles"), ("spec", "profiles"))),
-    ("tolerances", (("provenance", "spec", "tolerances"), ("spec", "tolerances"))),
-    ("device_type", (("provenance", "device", "type"), ("provenance", "device_type"), ("comparable", "device_type"))),
-    ("stack", (("provenance", "stack"), ("comparable", "stack"))),
-)
 
 #: Provenance shown beside the summary (informational: they may differ).
 CONTEXT = (
@@ -73,34 +62,6 @@ CONTEXT = (
     ("started", (("provenance", "started"),)),
     ("finished", (("provenance", "finished"), ("provenance", "ended"))),
 )
-
-_MISSING = object()
-
-
-def lookup(document: dict, paths) -> object:
-    """The value at the first of ``paths`` present in ``document``, else None."""
-    for path in paths:
-        node = document
-        for key in path:
-            if isinstance(node, dict) and key in node:
-                node = node[key]
-            else:
-                node = _MISSING
-                break
-        if node is not _MISSING:
-            return node
-    return None
-
-
-def differences(a: dict, b: dict) -> list[dict]:
-    """The comparability fields on which ``a`` and ``b`` disagree: ``[{field, a, b}]``."""
-    found = []
-    for name, paths in COMPARABILITY:
-        va, vb = lookup(a, paths), lookup(b, paths)
-        if va != vb:
-            found.append({"field": name, "a": va, "b": vb})
-    return found
-
 
 def _cases_by_profile(entry: dict | None) -> dict:
     cases = (entry or {}).get("cases") or []
@@ -291,10 +252,7 @@ def compare(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B", force: 
 
 
 def exit_code(comparison: dict, fail_on: str) -> int:
-    """0 or 1 for ``--fail-on any|regression|never``."""
-    if fail_on == "never":
-        return 0
-    if fail_on == "any":
-        changed = comparison["transitions"] or comparison["cases_changed"] or not comparison["census_identical"]
-        return 1 if changed else 0
-    return 1 if comparison["regressions"] else 0
+    """0 or 1 for ``--fail-on any|regression|never`` (:func:`flagos_doctor.arms.exit_code`):
+    a regressed overload; any verdict, case or census that differs."""
+    differs = bool(comparison["transitions"] or comparison["cases_changed"] or not comparison["census_identical"])
+    return arms.exit_code(fail_on, comparison["regressions"], differs)

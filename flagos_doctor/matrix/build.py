@@ -25,7 +25,7 @@ Statuses and verdicts this module does not know are shown as they are.
 
 from __future__ import annotations
 
-from flagos_doctor.compare.diff import differences, lookup
+from flagos_doctor.survey.comparable import differences, lookup
 from flagos_doctor.survey.model import PASS, VERDICTS
 
 MATRIX_SCHEMA = "flagos-doctor/matrix/1"

@@ -17,9 +17,9 @@ import fnmatch
 import os
 from dataclasses import dataclass
 
-from flagos_doctor.compare.arms import SURVEY_KIND, load_results
 from flagos_doctor.errors import BadInput
-from flagos_doctor.store import Entry, Store
+from flagos_doctor.store import SURVEY_KIND, Entry, Store
+from flagos_doctor.survey.results import load as load_results
 
 QUERY_FIELDS = ("key", "stack", "version", "device", "commit", "fingerprint")
 

@@ -68,7 +68,7 @@ def probe_piece(options: ReportOptions) -> dict:
 
 
 def survey_piece(path: str) -> dict:
-    from flagos_doctor.compare.arms import load_results
+    from flagos_doctor.survey.results import load as load_results
     from flagos_doctor.compare.diff import CONTEXT, lookup
     from flagos_doctor.survey.verdicts import is_native_also
     from flagos_doctor.survey.groups import failure_groups

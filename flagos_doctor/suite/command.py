@@ -9,35 +9,29 @@ from __future__ import annotations
 
 import sys
 
-from flagos_doctor.errors import EXIT_FINDING, EXIT_OK, BadInput
+from flagos_doctor import arms
+from flagos_doctor.errors import BadInput
 from flagos_doctor.files import atomic_write_text, dump_json
 from flagos_doctor.markdown import full_record
 from flagos_doctor.options import SuiteOptions
 from flagos_doctor.store import Store
 from flagos_doctor.suite import markdown
-from flagos_doctor.suite.arms import resolve_arm
+from flagos_doctor.suite.arms import SuiteArms, describe
 from flagos_doctor.suite.compare import compare_runs, same_collection_error
 from flagos_doctor.suite.flaky import load_flaky
 
-FAIL_ON = ("any", "regression", "never")
-
 
 def exit_code(document: dict, fail_on: str) -> int:
-    """``regression``: 1 on any regression outside the flaky list. ``any``: 1 on any
-    difference at all (a transition of any kind, or a difference in the collected sets),
-    flaky tests excepted. ``never``: 0."""
-    if fail_on == "never":
-        return EXIT_OK
-    if fail_on == "regression":
-        return EXIT_FINDING if document["regressions"] else EXIT_OK
+    """:func:`flagos_doctor.arms.exit_code`: a regression is a test that stopped passing,
+    outside the flaky list; a difference is any transition (flaky tests excepted) or any
+    difference in the collected sets."""
     coll = document["collection"]
-    differs = document["transitions"] or not coll["same"] or coll["renamed"]
-    return EXIT_FINDING if differs else EXIT_OK
+    differs = bool(document["transitions"] or not coll["same"] or coll["renamed"])
+    return arms.exit_code(fail_on, document["regressions"], differs)
 
 
 def run(options: SuiteOptions) -> int:
-    if options.fail_on not in FAIL_ON:
-        raise BadInput(f"--fail-on must be one of {', '.join(FAIL_ON)}, not {options.fail_on!r}")
+    arms.check_fail_on(options.fail_on)
     if options.repo is None and (options.test_cmd or options.build_cmd):
         raise BadInput("--test-cmd and --build-cmd need --repo PATH (the checkout to run them in)")
     if options.repo is not None and not options.test_cmd:
@@ -46,10 +40,11 @@ def run(options: SuiteOptions) -> int:
     store = Store(options.store)
     say = None if options.quiet else (lambda line: print(f"flagos-doctor: suite: {line}", file=sys.stderr))
 
-    arms = [resolve_arm(ref, store, options.repo, options.test_cmd, options.build_cmd, say)
-            for ref in (options.a, options.b)]
-    document = compare_runs(arms[0].run, arms[1].run,
-                            {"a": arms[0].describe(), "b": arms[1].describe()}, flaky)
+    kind = SuiteArms(options.repo, options.test_cmd, options.build_cmd)
+    arm_a, arm_b = (arms.resolve(ref, kind, store, options.repo, options.build_cmd, say,
+                                 store_hint=" (or give --repo PATH --test-cmd CMD to run it)")
+                    for ref in (options.a, options.b))
+    document = compare_runs(arm_a.content, arm_b.content, {"a": describe(arm_a), "b": describe(arm_b)}, flaky)
     document["fail_on"] = options.fail_on
     if options.same_collection and not document["collection"]["same"]:
         raise BadInput(same_collection_error(document))

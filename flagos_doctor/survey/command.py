@@ -23,7 +23,7 @@ from flagos_doctor import checks, files, lock
 from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, BadInput
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor.store import Store, safe_name
-from flagos_doctor.survey import bindings, confirm, history, model, pool as pool_module, progress, results, routes, sizing, stacks
+from flagos_doctor.survey import bindings, comparable, confirm, history, model, pool as pool_module, progress, results, routes, sizing, stacks
 from flagos_doctor.survey.journal import Journal
 from flagos_doctor.survey.verdicts import verdict as verdict_of
 
@@ -206,7 +206,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
     if first is None:
         workers.prestart(len(selected))
     output = options.output or default_output(options.stack)
-    comparable = {
+    setup = {
         "harness_version": model.HARNESS_VERSION,
         "route_set_sha256": route_set.sha256,
         "spec_sha256": getattr(spec, "sha256", None) or results.spec_sha256(spec_dict),
@@ -214,7 +214,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         "backend": route_set.backend,
         "device": options.device,
     }
-    journal = Journal(output, comparable)
+    journal = Journal(output, setup)
     journal.load()  # refuses another setup before any case runs
 
     started = _now()
@@ -341,7 +341,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
     if done and doc["complete"] and not options.no_store:
         store = Store(options.store)
         doc_key = provenance.get("store_key") or f"{options.stack}-unknown"
-        filed = store.file("survey", doc_key, results.fingerprint(journal.comparable), journal.output)
+        filed = store.file("survey", doc_key, comparable.fingerprint(journal.comparable), journal.output)
         provenance["store_path"] = filed
     # The results file and the store hold the survey by now: a copy that cannot be written
     # (a full disk) is one line after the summary, and nothing is lost.
@@ -414,7 +414,7 @@ def _timing_hints(options: SurveyOptions, journal: Journal) -> tuple[dict, list[
     hints: dict = {}
     sources: list[str] = []
     if not options.no_store:
-        found, path = history.from_store(Store(options.store), results.fingerprint(journal.comparable))
+        found, path = history.from_store(Store(options.store), comparable.fingerprint(journal.comparable))
         if path:
             hints.update(found)
             sources.append(path)

@@ -7,8 +7,8 @@ SIGKILL loses at most the case in flight. ``<output>`` is the results document (
 each time another 1/COMPACTIONS of the route set has finished (and at the end): writing it,
 which costs the size of the whole route set, after every overload made a survey of 50,000
 routes quadratic. Opening a survey loads both,
-refuses a file made with another route set, spec, harness version, stack or backend (naming
-the field), compacts them into a fresh results file and journal, and says what remains.
+refuses a file made with another setup (any field :mod:`.comparable` records, naming the
+first that differs), compacts them into a fresh results file and journal, and says what remains.
 """
 
 from __future__ import annotations
@@ -17,23 +17,8 @@ import json
 import os
 
 from flagos_doctor import files
-from flagos_doctor.errors import BadInput
 from flagos_doctor.survey import model, results
-
-#: What must match for a results file to be resumed (or compared); in this order.
-COMPARABLE_FIELDS = ("harness_version", "route_set_sha256", "spec_sha256", "stack", "backend", "device", "store_key")
-
-
-def check_comparable(found: dict, wanted: dict, where: str, fields=COMPARABLE_FIELDS) -> None:
-    """Raise BadInput naming the first field in ``fields`` where ``found`` and ``wanted`` differ."""
-    for name in fields:
-        if name in wanted and found.get(name) != wanted[name]:
-            raise BadInput(
-                f"field 'comparable.{name}' is {found.get(name)!r} there, {wanted[name]!r} for this survey: "
-                "it was made with another setup; choose another --output (or delete it)",
-                where,
-            )
-
+from flagos_doctor.survey.comparable import check_resumable
 
 #: About how many times a survey rewrites its results file before the end.
 COMPACTIONS = 20
@@ -60,7 +45,7 @@ class Journal:
         """Read what an earlier run of the same survey left (results file, then journal)."""
         if os.path.exists(self.output):
             document = results.load(self.output)
-            check_comparable(document.get("comparable", {}), self.comparable, self.output)
+            check_resumable(document.get("comparable", {}), self.comparable, self.output)
             self._seen.append((document.get("comparable", {}), self.output))
             self.previous = document
             for name, entry in document.get("overloads", {}).items():
@@ -84,7 +69,7 @@ class Journal:
                 continue  # the torn last line of a killed run
             kind = record.get("kind")
             if kind == "header":
-                check_comparable(record.get("comparable", {}), self.comparable, f"{self.path}:{number}")
+                check_resumable(record.get("comparable", {}), self.comparable, f"{self.path}:{number}")
                 self._seen.append((record.get("comparable", {}), f"{self.path}:{number}"))
             elif kind == "profiles":
                 self.profiles[record["overload"]] = record["profiles"]
@@ -103,7 +88,7 @@ class Journal:
     def extend(self, more: dict) -> None:
         """Add comparability fields learnt once a worker started; check them against what was found."""
         for found, where in self._seen:
-            check_comparable(found, more, where, fields=tuple(more))
+            check_resumable(found, more, where, names=tuple(more))
         self.comparable.update(more)
 
     def drop(self, names) -> None:

@@ -6,8 +6,8 @@ Stable keys, for scripts: ``schema``, ``provenance``, ``summary`` {``registered`
 {``verdict``, ``measured``, ``cases``: [{``profile``, ``status``, ``route``, ``detail``,
 and for a confirmed failure ``repeats`` and ``baseline`` {``status``, ``detail``}}]}},
 ``census_sha256``, ``failure_groups`` (the non-PASS cases grouped by cause,
-:mod:`.groups`). Also: ``comparable`` (the fields two runs must share to be resumed
-or compared), ``routes`` (the route set) and ``complete``. :func:`load` reads one back,
+:mod:`.groups`). Also: ``comparable`` (the setup's fields that a resume checks and the
+store's fingerprint digests, :mod:`.comparable`), ``routes`` (the route set) and ``complete``. :func:`load` reads one back,
 checked field by field, its census digest recomputed.
 """
 
@@ -25,12 +25,6 @@ from flagos_doctor.survey import census, groups, model, verdicts
 
 def spec_sha256(spec_dict: dict) -> str:
     return hashlib.sha256(json.dumps(spec_dict, sort_keys=True, default=repr).encode()).hexdigest()
-
-
-def fingerprint(comparable: dict) -> str:
-    """A short digest of the comparability fields (the store's file name), key excluded."""
-    fields = {k: v for k, v in comparable.items() if k != "store_key"}
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _ordered(cases: list[dict], profiles: list[str] | None) -> list[dict]:

@@ -1,0 +1,156 @@
+"""The arms of a comparison (``survey --compare A B``, ``suite --compare A B``), and how to find them.
+
+An arm is made from one of three sources (:class:`ArmSource`), tried in this order for
+each reference the user gives:
+
+1. ``file``: a path to a file the kind reads (a survey results file; JUnit XML or a filed
+   suite run);
+2. with ``--repo``: anything git resolves to a commit there (a prefix, a branch, a tag).
+   The run filed in the store under that commit is used (``store``; the kind says which
+   filed run fits: :meth:`ArmKind.filed`); missing, the commit is checked out in a
+   temporary worktree (:mod:`.worktree`), ``--build-cmd`` is run there, the kind makes
+   its run (a survey, the tests), and the run is filed in the store (``built``);
+3. a key prefix in the results store (a commit as git abbreviates it, ``flag_gems-5.0.2``):
+   ``store``.
+
+The kinds differ only in what they read, make and file (:class:`ArmKind`); the flow, the
+commit resolution, the worktree and the log of an arm's commands are here, once. So is
+``--fail-on``: both commands fail on a regression, on any difference, or never.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from flagos_doctor.arms import worktree
+from flagos_doctor.errors import EXIT_FINDING, EXIT_OK, BadInput
+from flagos_doctor.store import Store
+
+
+class ArmSource(str, enum.Enum):
+    """What an arm was made from (written into the comparison documents as its value)."""
+
+    FILE = "file"  # a file the user named
+    STORE = "store"  # a run filed in the results store
+    BUILT = "built"  # a commit built and run just now (and filed in the store)
+
+
+@dataclass
+class Arm:
+    """One side of a comparison."""
+
+    ref: str  # what the user typed
+    source: ArmSource
+    path: str  # the file read: the user's, or the run filed in the store
+    content: Any  # what the kind read from it (a survey results document, a suite run)
+    commit: str | None = None  # the full commit, for an arm resolved through --repo
+
+
+class ArmKind:
+    """What one kind of arm reads, makes and files; :func:`resolve` does the rest."""
+
+    #: The store's folder for this kind (``survey``, ``suite``).
+    store_kind: str = ""
+
+    def load(self, path: str) -> Any:
+        """The content of a file of this kind; BadInput naming the file when unusable."""
+        raise NotImplementedError
+
+    def filed(self, store: Store, commit: str) -> str | None:
+        """The run filed in ``store`` under ``commit`` that fits this comparison, or None."""
+        raise NotImplementedError
+
+    def import_path(self, tree: str) -> list[str]:
+        """Folders put first on ``PYTHONPATH`` for the commands run in the worktree ``tree``."""
+        return [tree]
+
+    def env(self, env: dict, scratch: str) -> dict:
+        """The environment of the build command (and of what :meth:`make` runs), ``env``
+        plus what this kind adds."""
+        return env
+
+    def make(self, ref: str, commit: str, tree: str, scratch: str, env: dict, build_output: str,
+             log: worktree.Log, say: Callable[[str], None]) -> str:
+        """Run what makes this kind's run in the built worktree; return the file it wrote
+        (inside ``scratch``). BadInput when it wrote none."""
+        raise NotImplementedError
+
+    def file(self, store: Store, commit: str, path: str) -> str:
+        """File the run made at ``path`` in ``store`` under ``commit``; return the filed path."""
+        raise NotImplementedError
+
+
+def _quiet(line: str) -> None:
+    pass
+
+
+def resolve(ref: str, kind: ArmKind, store: Store, repo: str | None = None, build_cmd: str | None = None,
+            say: Callable[[str], None] | None = None, store_hint: str = "") -> Arm:
+    """The arm ``ref`` names (see the module's docstring); BadInput when it names none.
+
+    ``store_hint`` is added to the message of a reference found nowhere without ``--repo``.
+    """
+    say = say or _quiet
+    if os.path.isfile(ref):
+        return Arm(ref, ArmSource.FILE, ref, kind.load(ref))
+    if repo is not None:
+        commit = worktree.resolve_commit(repo, ref)
+        if commit is not None:
+            filed = kind.filed(store, commit)
+            if filed is not None:
+                say(f"{commit[:10]}: filed in the store ({filed})")
+                return Arm(ref, ArmSource.STORE, filed, kind.load(filed), commit)
+            filed = build(ref, commit, kind, store, repo, build_cmd, say)
+            return Arm(ref, ArmSource.BUILT, filed, kind.load(filed), commit)
+    if not any(entry.key.startswith(ref) for entry in store.entries(kind.store_kind)):
+        if repo is not None:
+            raise BadInput(f"neither a file nor a commit of {repo}, nor a {kind.store_kind} run filed in "
+                           f"the store {store.root}", ref)
+        raise BadInput(f"no file and no {kind.store_kind} run filed under {ref!r} in the store {store.root}"
+                       + store_hint, ref)
+    path = store.lookup(kind.store_kind, ref)  # BadInput when the prefix is ambiguous
+    return Arm(ref, ArmSource.STORE, path, kind.load(path))
+
+
+def build(ref: str, commit: str, kind: ArmKind, store: Store, repo: str, build_cmd: str | None,
+          say: Callable[[str], None]) -> str:
+    """Check ``commit`` out in a temporary worktree of ``repo``, build it, make the kind's run
+    there and file it in ``store``; return the filed path. The log of every command is kept
+    in the store (:meth:`~flagos_doctor.store.Store.log_path`)."""
+    short = commit[:10]
+    log = worktree.Log(store.log_path(kind.store_kind, commit))
+    with worktree.temporary_worktree(os.path.abspath(repo), commit, f"flagos-doctor-{kind.store_kind}-") as (scratch, tree):
+        env = kind.env(worktree.env_with_import_path(kind.import_path(tree)), scratch)
+        output = ""
+        if build_cmd:
+            say(f"{short}: build: {build_cmd}")
+            code, output = log.run(build_cmd, tree, env)
+            if code != 0:
+                raise log.failure("build command", code, output, commit, ref)
+        made = kind.make(ref, commit, tree, scratch, env, output, log, say)
+        filed = kind.file(store, commit, made)
+    say(f"{short}: filed as {filed}")
+    return filed
+
+
+#: ``--fail-on``: what makes a comparison exit 1.
+FAIL_ON = ("any", "regression", "never")
+
+
+def check_fail_on(value: str) -> None:
+    if value not in FAIL_ON:
+        raise BadInput(f"--fail-on must be one of {', '.join(FAIL_ON)}, not {value!r}")
+
+
+def exit_code(fail_on: str, regressions: int, differs: bool) -> int:
+    """1 when the comparison fails ``--fail-on``: ``regression``, any regression (the
+    command counts what one is); ``any``, any difference at all (the command says what
+    differs); ``never``, nothing. 0 otherwise."""
+    if fail_on == "never":
+        return EXIT_OK
+    if fail_on == "any":
+        return EXIT_FINDING if differs else EXIT_OK
+    return EXIT_FINDING if regressions else EXIT_OK
