@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from flagos_doctor.survey.stacks import DEMO_CONF
+from flagos_doctor.stacks.demo import DEMO_CONF
 
 OPS = "abs,neg,exp"
 
