@@ -46,8 +46,8 @@ class Stack:
     visible_devices_var = "CUDA_VISIBLE_DEVICES"
     #: Whether its workers print torch_fl-style dispatch / fallback lines.
     log_evidence = True
-    #: Host memory a worker is expected to need (survey/sizing.py): torch, Triton and
-    #: FlagGems take a few hundred MB on CPU; a CUDA runtime and the compilers a Triton
+    #: Host memory a survey worker is expected to need (survey/sizing.py): measured on CPU
+    #: a flag_gems worker peaks at about 0.35 GB; a CUDA runtime and the compilers a Triton
     #: worker spawns add to that, hence the margin.
     worker_host_bytes = 3 * GIB
     #: Where the route set comes from without ``--conf`` / ``--routes`` when
