@@ -305,6 +305,16 @@ def test_flag_gems_stack_imports_and_is_probed(flag_gems_env):
 
 
 # -- usage ------------------------------------------------------------------------------
+def test_a_module_stack_is_probed_as_its_import(seedbug):
+    # --stack MODULE (not a built-in): the child imports that module, as --import does.
+    document = probe(stack="seedbug", exercise=False)
+    assert document["stack"] == "seedbug" and document["imports"] == ["seedbug"]
+    assert [o["step"] for o in document["outcomes"]] == ["import seedbug"]
+    assert document["outcome"] == "ok" and not document["notices"]
+    assert [f["kind"] for f in document["findings"]] == [f["kind"] for f in seedbug["findings"]]
+    assert findings(document, "stale-guard")
+
+
 def test_default_without_torch_fl_probes_torch_with_a_notice():
     document = probe(exercise=False)
     assert document["imports"] == ["torch"]
