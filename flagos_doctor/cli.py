@@ -13,7 +13,7 @@ from typing import List, Optional, Tuple
 
 import typer
 
-from flagos_doctor import __version__, checks
+from flagos_doctor import __version__, checks, stacks
 from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInput
 from flagos_doctor import options as opts
 
@@ -35,6 +35,8 @@ app = typer.Typer(
 )
 
 PYTHON_HELP = "Interpreter of the stack under inspection (default: this one)."
+#: --stack, the same for every command: the registry's names (flagos_doctor/stacks).
+STACK_HELP = f"{stacks.choices()}. Default: {stacks.DEFAULT_RULE}."
 TORCH_FL_COMMIT_HELP = "torch_fl's commit, for a build that records none (said as given by you)."
 MAX_CHARS_HELP = "Budget of the Markdown, in characters (GitHub refuses an issue body over 65,536)."
 #: markdown.DEFAULT_MAX_CHARS, written out so that --help imports nothing more.
@@ -118,7 +120,7 @@ def _main(
 )
 def probe(
     imports: List[str] = typer.Option([], "--import", metavar="MOD", help="Module to import, in order (repeatable)."),
-    stack: Optional[str] = typer.Option(None, help="demo | torch_fl | flag_gems (default: torch_fl if installed, else torch)."),
+    stack: Optional[str] = typer.Option(None, show_default=False, help=STACK_HELP),
     python: str = typer.Option(sys.executable, help=PYTHON_HELP),
     watch: List[str] = typer.Option([], metavar="DOTTED.NAME", help="Another probe to watch (repeatable)."),
     watch_file: Optional[str] = typer.Option(None, metavar="YAML", help="YAML file listing more probes to watch."),
@@ -157,7 +159,7 @@ def survey(
     backend: str = typer.Option("flagos_python", help="Backend class to survey from the conf."),
     routes: Optional[str] = typer.Option(None, help="'flag_gems': the overloads flag_gems registers."),
     ops: Optional[str] = typer.Option(None, metavar="A,B", help="Only these overloads."),
-    stack: str = typer.Option("demo", help="demo | torch_fl | flag_gems | torch (stock torch, nothing enabled) | a module with setup() -> device."),
+    stack: str = typer.Option(stacks.SURVEY_DEFAULT, show_default=False, help=STACK_HELP),
     device: Optional[str] = typer.Option(None, help="Device override ('cpu' self-checks the harness)."),
     spec: Optional[str] = typer.Option(None, metavar="YAML", help="Survey spec: profiles, tolerances, random ops."),
     python: str = typer.Option(sys.executable, help=PYTHON_HELP),
@@ -225,7 +227,7 @@ def survey(
 )
 def report(
     python: str = typer.Option(sys.executable, help=PYTHON_HELP),
-    stack: Optional[str] = typer.Option(None, help="Stack to probe for the report (as probe --stack)."),
+    stack: Optional[str] = typer.Option(None, show_default=False, help=f"Stack to describe and probe. {STACK_HELP}"),
     imports: List[str] = typer.Option([], "--import", metavar="MOD", help="Modules to probe, in order."),
     survey_path: Optional[str] = typer.Option(None, "--survey", metavar="FILE", help="Add a survey summary."),
     compare: Optional[Tuple[str, str]] = typer.Option(None, metavar="A B", help="Add a survey comparison."),

@@ -9,11 +9,13 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
+from flagos_doctor.stacks import SURVEY_DEFAULT
+
 
 @dataclass
 class ProbeOptions:
     imports: list[str] = field(default_factory=list)  # --import MOD, in order
-    stack: str | None = None  # demo | torch_fl | flag_gems
+    stack: str | None = None  # a name of flagos_doctor.stacks or a module; None: the default-stack rule
     python: str = sys.executable
     watch: list[str] = field(default_factory=list)  # extra dotted names
     watch_file: str | None = None  # YAML file with more watches
@@ -31,7 +33,7 @@ class SurveyOptions:
     backend: str = "flagos_python"
     routes: str | None = None  # "flag_gems": the overloads flag_gems registers
     ops: list[str] = field(default_factory=list)
-    stack: str = "demo"  # demo | torch_fl | flag_gems | an importable module with setup()
+    stack: str = SURVEY_DEFAULT  # a name of flagos_doctor.stacks or an importable module with setup()
     device: str | None = None
     spec: str | None = None
     python: str = sys.executable
@@ -77,7 +79,7 @@ class CompareOptions:
 @dataclass
 class ReportOptions:
     python: str = sys.executable
-    stack: str | None = None
+    stack: str | None = None  # as ProbeOptions.stack
     imports: list[str] = field(default_factory=list)
     survey: str | None = None
     compare: tuple[str, str] | None = None

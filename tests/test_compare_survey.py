@@ -14,8 +14,8 @@ import pytest
 
 from flagos_doctor.compare.build import ARM_OWN, PATHS, arm_options, options_from_json, options_json
 from flagos_doctor.options import SurveyOptions
+from flagos_doctor.stacks.demo import DEMO_CONF
 from flagos_doctor.survey.results import load
-from flagos_doctor.survey.stacks import DEMO_CONF
 
 OPS = "abs,neg,exp"
 

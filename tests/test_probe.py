@@ -305,6 +305,16 @@ def test_flag_gems_stack_imports_and_is_probed(flag_gems_env):
 
 
 # -- usage ------------------------------------------------------------------------------
+def test_a_module_stack_is_probed_as_its_import(seedbug):
+    # --stack MODULE (not a built-in): the child imports that module, as --import does.
+    document = probe(stack="seedbug", exercise=False)
+    assert document["stack"] == "seedbug" and document["imports"] == ["seedbug"]
+    assert [o["step"] for o in document["outcomes"]] == ["import seedbug"]
+    assert document["outcome"] == "ok" and not document["notices"]
+    assert [f["kind"] for f in document["findings"]] == [f["kind"] for f in seedbug["findings"]]
+    assert findings(document, "stale-guard")
+
+
 def test_default_without_torch_fl_probes_torch_with_a_notice():
     document = probe(exercise=False)
     assert document["imports"] == ["torch"]
@@ -313,9 +323,10 @@ def test_default_without_torch_fl_probes_torch_with_a_notice():
 
 
 def test_bad_usage_exits_2_with_one_line(tmp_path):
-    result = run_cli("probe", "--stack", "nope")
+    result = run_cli("probe", "--stack", "no such")
     assert result.returncode == 2
-    assert result.stderr.strip() == "flagos-doctor: error: --stack: unknown stack 'nope' (expected one of: demo, torch_fl, flag_gems)"
+    assert result.stderr.strip() == ("flagos-doctor: error: --stack: unknown stack 'no such': "
+                                     "not one of demo, torch_fl, flag_gems, torch, nor a module name")
     bad = tmp_path / "watch.yaml"
     bad.write_text("probes:\n  - torch.cuda.Stream\n  - [oops\n")
     result = run_cli("probe", "--watch-file", str(bad))

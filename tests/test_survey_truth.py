@@ -154,8 +154,8 @@ def test_flag_gems_baseline_worker_runs_stock_torch_without_flag_gems(tmp_path):
     finally:
         worker.close()
     probe = subprocess.run(
-        [sys.executable, "-c", "import sys; from flagos_doctor.survey import stacks; "
-         "print(stacks.get_stack('flag_gems').setup_baseline(), 'flag_gems' in sys.modules)"],
+        [sys.executable, "-c", "import sys; from flagos_doctor import stacks; "
+         "print(stacks.get('flag_gems').setup_baseline(), 'flag_gems' in sys.modules)"],
         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": REPO_ROOT}, timeout=300)
     assert probe.stdout.split() == ["cpu", "False"], probe.stderr
 

@@ -152,7 +152,7 @@ def test_compare_imports_what_the_build_command_announces_ahead_of_the_worktree(
     """The worktree holds an unbuilt stack that cannot be imported; the build command puts the
     built one outside the worktree and names it on its last line, as torch_fl_build does."""
     from test_compare_survey import BROKEN, GOOD, OPS, commit, git
-    from flagos_doctor.survey.stacks import DEMO_CONF
+    from flagos_doctor.stacks.demo import DEMO_CONF
 
     unbuilt = "raise ImportError('not built: the build command makes the importable copy')\n"
     repo = tmp_path / "stack-repo"

@@ -25,17 +25,11 @@ import sys
 import time
 import traceback
 
+from flagos_doctor import stacks
 from flagos_doctor.channel import ChildChannel
 from flagos_doctor.probe import decisions
 from flagos_doctor.probe import tracer as tracing
 from flagos_doctor.probe import watch
-
-#: What each ``--stack`` imports, in order.
-STACKS = {
-    "demo": ["flagos_doctor.demo"],
-    "torch_fl": ["torch_fl"],
-    "flag_gems": ["flag_gems"],
-}
 
 _ALIAS_OFF = ("0", "off", "false")
 _ALIAS_ON = ("1", "on", "true")
@@ -55,14 +49,16 @@ def package_dirs(module: str) -> list[str]:
 
 
 def modules_to_import(config: dict, channel: ChildChannel) -> list[str]:
-    modules = list(STACKS.get(config.get("stack") or "", []))
+    """The stack's modules (:attr:`flagos_doctor.stacks.base.Stack.probe_imports`), then the
+    ``--import`` ones; with neither, the stack the default-stack rule finds here."""
+    modules = list(stacks.get(config["stack"]).probe_imports) if config.get("stack") else []
     modules += [m for m in config.get("imports", []) if m not in modules]
     if modules:
         return modules
-    if importlib.util.find_spec("torch_fl") is not None:
-        return ["torch_fl"]
-    channel.emit({"t": "notice", "text": f"torch_fl is not installed for {sys.executable}; probing torch alone"})
-    return ["torch"]
+    detected = stacks.get(stacks.detect())
+    if detected.name == stacks.DETECTED[-1]:
+        channel.emit({"t": "notice", "text": f"{stacks.DETECTED[0]} is not installed for {sys.executable}; probing {detected.name} alone"})
+    return list(detected.probe_imports)
 
 
 def error_text(exc: BaseException) -> str:

@@ -13,20 +13,19 @@ import platform
 import sys
 import time
 
-from flagos_doctor import redact
+from flagos_doctor import redact, stacks
 from flagos_doctor.childproc import Child, ChildTimeout
 from flagos_doctor.errors import BadInput
 from flagos_doctor.options import ProbeOptions
 from flagos_doctor.probe import SCHEMA, findings, watch
 
-STACK_NAMES = ("demo", "torch_fl", "flag_gems")
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def child_config(options: ProbeOptions) -> dict:
     """What the child needs, from the options; raise BadInput for unusable options."""
-    if options.stack is not None and options.stack not in STACK_NAMES:
-        raise BadInput(f"unknown stack {options.stack!r} (expected one of: {', '.join(STACK_NAMES)})", "--stack")
+    if options.stack is not None:
+        stacks.get(options.stack)  # a built-in or a module name (imported by the child), else BadInput
     for module in options.imports:
         if not all(part.isidentifier() for part in module.split(".")):
             raise BadInput(f"{module!r} is not a module name", "--import")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime
 import os
 
-from flagos_doctor import __version__
+from flagos_doctor import __version__, stacks
 from flagos_doctor.errors import BadInput
 from flagos_doctor.options import CompareOptions, ProbeOptions, ReportOptions
 from flagos_doctor import redact
@@ -26,20 +26,15 @@ from flagos_doctor.report import environment
 
 REPORT_SCHEMA = "flagos-doctor/report/1"
 
-#: What each ``--stack`` imports in the env child, and its device type (None: ask it).
-STACKS = {
-    "demo": (["flagos_doctor.demo"], "flagos"),
-    "torch_fl": (["torch_fl"], "flagos"),
-    "flag_gems": (["flag_gems"], None),
-}
-
-
 def stack_modules(options: ReportOptions) -> tuple[list[str] | None, str | None]:
-    """(modules to import, device type) for the env child; (None, None): torch_fl if found."""
+    """(modules the env child imports, device type when known here) for ``--import`` or
+    ``--stack`` (:mod:`flagos_doctor.stacks`); (None, None): the env child finds the stack
+    by the default-stack rule."""
     if options.imports:
         return list(options.imports), None
     if options.stack:
-        return STACKS.get(options.stack, ([options.stack], None))
+        stack = stacks.get(options.stack)
+        return list(stack.probe_imports), stack.device_type
     return None, None
 
 
@@ -224,7 +219,7 @@ def collect(options: ReportOptions) -> dict:
     """Gather every piece of the report; never raises for a missing or broken piece."""
     modules, device_type = stack_modules(options)
     problems = []
-    interpreter = environment.collect_interpreter(options.python, modules, device_type, options.timeout)
+    interpreter = environment.collect_interpreter(options.python, options.stack, modules, options.timeout)
     env = dict(interpreter["steps"])
     if options.torch_fl_commit and isinstance(env.get("packages"), dict) and (env["packages"].get("torch_fl") or {}).get("found"):
         from flagos_doctor.torch_fl_source import with_commit

@@ -16,8 +16,11 @@ Steps, in order of risk:
    of its compiled extension;
 3. ``torch``: ``import torch``: build kind (CUDA / HIP / CPU), vendor suffix, native
    ``torch.cuda`` answers;
-4. ``stack``: imports the stack's modules in order, then reads the accelerator it offers
-   (PrivateUse1 backend name, device count, device name).
+4. ``stack``: imports the stack's modules in order, lets the stack add what the report
+   tells of it (:meth:`flagos_doctor.stacks.base.Stack.describe_for_report`), then reads the
+   accelerator it offers (PrivateUse1 backend name, device count, device name). Without
+   ``--stack`` or ``--import``, the stack is the one the default-stack rule finds here
+   (:func:`flagos_doctor.stacks.detect`); with ``--import``, the last module named is it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import os
 import platform
 import sys
 
+from flagos_doctor import stacks
 from flagos_doctor.channel import ChildChannel
 from flagos_doctor.torch_fl_source import source_details
 
@@ -168,25 +172,16 @@ def _accelerator(device_type: str | None) -> dict:
     return info
 
 
-def step_stack(modules: list[str], device_type: str | None) -> dict:
+def step_stack(stack_name: str | None, modules: list[str]) -> dict:
+    """Import ``modules``; what the stack (``stack_name``, else the last module's) tells of itself; its accelerator."""
+    environ_before = dict(os.environ)
     imported = []
-    last = None
-    conf_before = os.environ.get("FLAGOS_BACKEND_CONFIG")
     for module in modules:
-        last = importlib.import_module(module)
+        importlib.import_module(module)
         imported.append(module)
     data = {"imported": imported}
-    if "torch_fl" in imported:
-        # The backends conf in force: torch_fl picks one at import unless the user named one.
-        data["backend_config"] = {"path": os.environ.get("FLAGOS_BACKEND_CONFIG"),
-                                  "chosen_by": "the user (FLAGOS_BACKEND_CONFIG)" if conf_before else "torch_fl at import"}
-    if device_type is None and last is not None and callable(getattr(last, "setup", None)):
-        # A survey stack module: setup() enables it and names its device.
-        device_type = str(last.setup()).split(":")[0]
-        data["setup"] = device_type
-    if "flag_gems" in modules and device_type is None:
-        device_type = getattr(sys.modules["flag_gems"], "device", None)
-    data["accelerator"] = _accelerator(device_type)
+    stack = stacks.get(stack_name or modules[-1])
+    data["accelerator"] = _accelerator(stack.describe_for_report(data, environ_before))
     return data
 
 
@@ -194,11 +189,12 @@ def main() -> None:
     channel = ChildChannel.from_env()
     request = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     steps = [("python", step_python), ("packages", step_packages), ("torch", step_torch)]
-    if request.get("modules") is None:
-        # As the probe's default: torch_fl when it can be found, else no stack at all.
-        request["modules"] = ["torch_fl"] if _find("torch_fl")[0] else []
-    if request["modules"]:
-        steps.append(("stack", lambda: step_stack(request["modules"], request.get("device_type"))))
+    stack_name, modules = request.get("stack"), request.get("modules")
+    if modules is None:
+        # The default-stack rule, as the probe's: torch_fl when it can be found, else stock torch.
+        stack_name = stacks.detect()
+        modules = list(stacks.get(stack_name).probe_imports)
+    steps.append(("stack", lambda: step_stack(stack_name, modules)))
     for name, function in steps:
         channel.emit({"begin": name})
         try:

@@ -151,12 +151,13 @@ def _child_env(folder: str) -> dict:
     return env
 
 
-def collect_interpreter(python: str, modules: list[str] | None, device_type: str | None, timeout: float) -> dict:
+def collect_interpreter(python: str, stack: str | None, modules: list[str] | None, timeout: float) -> dict:
     """Run the env child with ``python``; return ``{steps: {name: data}, errors: {name: why}, end}``.
 
-    ``modules`` are the stack's modules to import (None: import no stack).
+    ``stack`` is ``--stack`` (None with ``--import`` or neither), ``modules`` the modules to
+    import (None: the env child finds the stack by the default-stack rule).
     """
-    request = json.dumps({"modules": modules, "device_type": device_type})
+    request = json.dumps({"stack": stack, "modules": modules})
     folder = _package_dir()
     try:
         return _collect(python, modules, request, folder, timeout)
@@ -189,7 +190,7 @@ def _collect(python, modules, request, folder, timeout) -> dict:
         end = {"returncode": ended.returncode, "signal": ended.signal, "timed_out": ended.timed_out,
                "describe": ended.describe()}
         if under_way is not None:
-            what = under_way if under_way != "stack" else f"importing {', '.join(modules or [])}"
+            what = under_way if under_way != "stack" else f"importing {', '.join(modules) if modules else 'the stack found by default'}"
             errors[under_way] = f"the child {ended.describe()} while {what}"
             end["step_under_way"] = under_way
             end["stderr_tail"] = child.stderr_tail(20)

@@ -5,7 +5,7 @@ processes), :mod:`.journal` (results written as they come), :mod:`.verdicts` and
 :mod:`.census` (pure functions of case records), :mod:`.command` (the CLI entry).
 
 Child side (imports torch, in a worker): :mod:`.worker` (request loop, evidence capture
-around each case), :mod:`.stacks` (what to import and which device), :mod:`.engine`
+around each case; the stack itself comes from :mod:`flagos_doctor.stacks`), :mod:`.engine`
 (synthesises the inputs of one case from the ATen schema, runs the CPU reference and the
 device, judges the outcome).
 

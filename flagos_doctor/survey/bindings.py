@@ -140,7 +140,7 @@ def missing_functions(qualnames) -> dict[str, str]:
 
 def missing_detail(function: str, error: str) -> str:
     """The detail of a MISSING_FUNCTION case: which function, which flag_gems, the error."""
-    from flagos_doctor.survey.stacks import dist_version
+    from flagos_doctor.stacks import dist_version
 
     return f"flag_gems {dist_version('flag_gems') or '(version unknown)'} has no {function} ({error})"
 

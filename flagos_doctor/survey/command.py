@@ -19,11 +19,11 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 
-from flagos_doctor import checks, files, lock
+from flagos_doctor import checks, files, lock, stacks
 from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, BadInput
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor.store import Store, safe_name
-from flagos_doctor.survey import bindings, comparable, confirm, history, model, pool as pool_module, progress, results, routes, sizing, stacks
+from flagos_doctor.survey import bindings, comparable, confirm, history, model, pool as pool_module, progress, results, routes, sizing
 from flagos_doctor.survey.journal import Journal
 from flagos_doctor.survey.verdicts import verdict as verdict_of
 
@@ -42,6 +42,7 @@ def _now() -> str:
 
 
 def _validate(options: SurveyOptions) -> None:
+    stacks.get(options.stack)  # a built-in or a module name, else BadInput naming the built-ins
     if options.isolation not in ISOLATIONS:
         raise BadInput(f"--isolation must be one of {', '.join(ISOLATIONS)}, not {options.isolation!r}")
     if options.tasks not in TASK_SIZES:
@@ -78,24 +79,18 @@ def _listing_source(options: SurveyOptions) -> str | None:
     """
     if options.conf:
         return None
-    source = options.routes
-    if source is None:
-        if options.stack == "demo":
-            return None
-        if options.stack == "torch_fl" and os.environ.get("FLAGOS_BACKEND_CONFIG"):
-            return None
-        if options.stack == "flag_gems":
-            return "flag_gems"
-        raise BadInput(f"stack {options.stack!r}: say which overloads to survey with --conf PATH or --routes stack")
-    return source
+    if options.routes:
+        return options.routes
+    stack = stacks.get(options.stack)
+    if stack.default_conf():
+        return None
+    if stack.default_listing:
+        return stack.default_listing
+    raise BadInput(f"stack {options.stack!r}: say which overloads to survey with --conf PATH or --routes stack")
 
 
 def _conf_route_set(options: SurveyOptions) -> routes.RouteSet:
-    if options.conf:
-        return routes.from_conf(options.conf, options.backend)
-    if options.stack == "demo":
-        return routes.from_conf(stacks.DEMO_CONF, options.backend)
-    return routes.from_conf(os.environ["FLAGOS_BACKEND_CONFIG"], options.backend)
+    return routes.from_conf(options.conf or stacks.get(options.stack).default_conf(), options.backend)
 
 
 def _route_set(options: SurveyOptions, config: pool_module.WorkerConfig) -> routes.RouteSet:
@@ -124,7 +119,7 @@ def _start_first(workers: pool_module.Pool, stack: str) -> pool_module.WorkerPro
 
 def _stack_failed(exc: pool_module.StackFailed, stack: str):
     if exc.missing:
-        raise BadInput(f"no importable stack module {stack!r} (demo | torch_fl | flag_gems | a module with setup())", "--stack")
+        raise stacks.not_importable(stack)
     raise SurveyFailed(str(exc))
 
 
@@ -366,7 +361,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         raise unwritten
     if fatal:
         if fatal.get("missing"):
-            raise BadInput(f"no importable stack module {options.stack!r}", "--stack")
+            raise stacks.not_importable(options.stack)
         print(f"flagos-doctor: survey stopped: {fatal['message']}", file=sys.stderr)
         return EXIT_FINDING
     return EXIT_OK if done else EXIT_FINDING

@@ -11,7 +11,7 @@ A failure a survey reports must belong to the stack. Two things make one that do
 * the case asks a question the stack's native path answers the same wrong way (stock
   torch's CUDA kernel differs from its CPU kernel too, or the case is ill-posed). Every case
   still failing, and every FLAKY one, runs once on the native path (``--baseline native``,
-  :mod:`.stacks`) in baseline workers; the result goes in ``"baseline": {"status",
+  :mod:`flagos_doctor.stacks`) in baseline workers; the result goes in ``"baseline": {"status",
   "detail"}``. A failure the baseline shares does not count against the verdict
   (:func:`.verdicts.is_native_also`).
 

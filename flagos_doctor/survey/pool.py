@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 
 from flagos_doctor import redact
 from flagos_doctor.childproc import Child, ChildEnded, ChildTimeout, tail_text
-from flagos_doctor.survey import model, scratch, stacks
+from flagos_doctor import stacks
+from flagos_doctor.stacks import evidence
+from flagos_doctor.survey import model, scratch
 from flagos_doctor.survey.schedule import Schedule
 
 WORKER_MODULE = "flagos_doctor.survey.worker"
@@ -79,7 +81,7 @@ class WorkerConfig:
 
     def env(self, slot: int) -> dict:
         env = dict(os.environ)
-        stack = stacks.get_stack(self.stack)
+        stack = stacks.get(self.stack)
         stack.prepare_env(env, self.conf, self.keep_env)
         if self.baseline:
             stack.prepare_baseline_env(env, self.baseline_overloads, self.native_route)
@@ -221,9 +223,9 @@ class WorkerProcess:
         gives the route (dispatch / fallback lines) and the stderr tail."""
         text = self.captured_since(self._offset)
         route = model.ROUTE_UNKNOWN
-        if stacks.get_stack(self.config.stack).log_evidence:
-            route, _ = stacks.route_of(name, *stacks.counts_from_log(text, self.config.backend))
-        rest = stacks.strip_evidence(text).strip()
+        if stacks.get(self.config.stack).log_evidence:
+            route, _ = evidence.route_of(name, *evidence.counts_from_log(text, self.config.backend))
+        rest = evidence.strip_evidence(text).strip()
         case = {"profile": profile, "status": status, "route": route, "detail": detail,
                 "seconds": round(time.monotonic() - self._case_clock, 4)}  # till the crash or the timeout
         if signal:

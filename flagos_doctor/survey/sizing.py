@@ -22,14 +22,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from flagos_doctor import stacks
 from flagos_doctor.errors import BadInput
 
 GIB = 1 << 30
-#: Host memory a worker is expected to need, by stack: measured on CPU a demo worker peaks
-#: at about 0.25 GB and a flag_gems one at 0.35 GB; a CUDA runtime and the compilers a
-#: Triton worker spawns add to that, hence the margin.
-WORKER_HOST_BYTES = {"demo": 1 * GIB}
-DEFAULT_WORKER_HOST_BYTES = 3 * GIB
 #: Device memory a worker is expected to need: its context, the allocator's cache of a
 #: survey's small tensors, and the buffers an autotuner benchmarks with.
 WORKER_DEVICE_BYTES = 2 * GIB
@@ -115,7 +111,7 @@ def available_memory() -> int | None:
 def _memory_limit(machine: Machine, stack: str) -> int | None:
     if machine.memory_bytes is None:
         return None
-    return max(1, machine.memory_bytes // WORKER_HOST_BYTES.get(stack, DEFAULT_WORKER_HOST_BYTES))
+    return max(1, machine.memory_bytes // stacks.get(stack).worker_host_bytes)
 
 
 def choose(requested: int | None, machine: Machine, stack: str, per_overload: bool = False) -> Choice:
@@ -130,7 +126,7 @@ def choose(requested: int | None, machine: Machine, stack: str, per_overload: bo
     if requested is not None and requested < 1:
         raise BadInput("--workers must be at least 1")
     memory = _memory_limit(machine, stack)
-    per_gib = WORKER_HOST_BYTES.get(stack, DEFAULT_WORKER_HOST_BYTES) / GIB
+    per_gib = stacks.get(stack).worker_host_bytes / GIB
     memory_words = (f"{machine.memory_bytes / GIB:.1f} GiB of memory available at {per_gib:g} GiB a worker"
                     if machine.memory_bytes is not None else "memory unknown")
     holds = min(WORKERS_PER_CORE * machine.cores, memory if memory is not None else WORKERS_PER_CORE * machine.cores)

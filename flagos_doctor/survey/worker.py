@@ -27,7 +27,9 @@ import time
 import traceback
 
 from flagos_doctor.channel import ChildChannel
-from flagos_doctor.survey import model, stacks
+from flagos_doctor import stacks
+from flagos_doctor.stacks import evidence
+from flagos_doctor.survey import model
 
 #: Messages that say the device context is dead (as upstream harness v4, plus HIP's words):
 #: every later result in this process is suspect, so the worker is replaced.
@@ -91,9 +93,9 @@ class Worker:
     # -- init ---------------------------------------------------------------------------
     def init(self, request: dict) -> bool:
         self.backend = request.get("backend") or self.backend
-        self.stack = stacks.get_stack(request["stack"])
+        self.stack = stacks.get(request["stack"])
         try:
-            # A baseline worker sets up the stack's native path instead (see stacks.Stack).
+            # A baseline worker sets up the stack's native path instead (see flagos_doctor.stacks.base.Stack).
             device = self.stack.setup_baseline() if request.get("baseline") else self.stack.setup()
             if request.get("device"):
                 device = request["device"]
@@ -180,13 +182,13 @@ class Worker:
             triton = self.triton_times.since(triton_before)
             if triton:
                 record["triton"] = triton
-        poison = POISON_RE.search(f"{record['detail']}\n{stacks.strip_evidence(captured)}")
+        poison = POISON_RE.search(f"{record['detail']}\n{evidence.strip_evidence(captured)}")
         if poison:
             if status != model.ERROR:
                 record["detail"] = f"{status} but the context is poisoned: {record['detail']}"
             record["status"] = model.ERROR
             record["poison"] = poison.group(0)
-            tail = stacks.strip_evidence(captured)
+            tail = evidence.strip_evidence(captured)
             if tail:
                 record["stderr_tail"] = _short(tail, 1500)
         return record

@@ -1,0 +1,132 @@
+"""What a stack is, for every command: :class:`Stack`, which each stack module subclasses.
+
+A stack is used on both sides of the process boundary, and each method says which:
+
+* **parent** (the CLI process, which never imports torch): plain data and the survey's
+  ``prepare_*`` methods, which edit a worker's environment before it starts;
+* **child** (the survey's worker, the report's env child, the probe's child, started with
+  the user's ``--python``): the methods that import the stack, and torch with it.
+
+Module level imports nothing but the standard library and flagos_doctor's own
+standard-library modules: the parent reads this module, and so does the probe's child
+before its tracer is in place.
+"""
+
+from __future__ import annotations
+
+import os
+
+from flagos_doctor.stacks.evidence import counts_from_log, route_of
+from flagos_doctor.survey import model
+
+GIB = 1 << 30
+
+
+class NoBaseline(RuntimeError):
+    """The stack has no native path to compare with."""
+
+
+class Stack:
+    """One kind of stack. Subclasses override what differs."""
+
+    #: The ``--stack`` name.
+    name = "stack"
+    #: A few words for ``--help`` and error messages.
+    description = ""
+
+    # -- probe and report (data, read on both sides) -----------------------------------
+    #: The modules the probe's child and the report's env child import, in order.
+    probe_imports: tuple[str, ...] = ()
+    #: The device type the stack offers, when known without importing it (the report's
+    #: bundle says it); None: the report's env child asks :meth:`describe_for_report`.
+    device_type: str | None = None
+
+    # -- survey, parent side -------------------------------------------------------------
+    #: Environment variable that restricts a worker to its devices (``--devices``).
+    visible_devices_var = "CUDA_VISIBLE_DEVICES"
+    #: Whether its workers print torch_fl-style dispatch / fallback lines.
+    log_evidence = True
+    #: Host memory a survey worker is expected to need (survey/sizing.py): measured on CPU
+    #: a flag_gems worker peaks at about 0.35 GB; a CUDA runtime and the compilers a Triton
+    #: worker spawns add to that, hence the margin.
+    worker_host_bytes = 3 * GIB
+    #: Where the route set comes from without ``--conf`` / ``--routes`` when
+    #: :meth:`default_conf` gives none: a ``--routes`` source (``flag_gems``), or None: the
+    #: user must say.
+    default_listing: str | None = None
+
+    def default_conf(self) -> str | None:
+        """Parent. The backends conf whose routes the survey takes without ``--conf`` / ``--routes``."""
+        return None
+
+    def prepare_env(self, env: dict, conf: str | None, keep_env: bool) -> None:
+        """Parent. Edit ``env``, the environment a survey worker will start with."""
+        if not keep_env:
+            for key in [k for k in env if k.startswith("FLAGOS_OP_")]:
+                del env[key]
+        if conf:
+            env["FLAGOS_BACKEND_CONFIG"] = os.path.abspath(conf)
+        if self.log_evidence:
+            env["FLAGOS_LOG_DISPATCH"] = "1"
+            env["FLAGOS_LOG_FALLBACK"] = "1"
+
+    def prepare_baseline_env(self, env: dict, overloads: list[str], native_route: str | None) -> None:
+        """Parent. Edit ``env`` of a baseline worker (after :meth:`prepare_env`)."""
+
+    # -- survey, child side (the worker) -------------------------------------------------
+    def setup(self) -> str:
+        """Child. Import and enable the stack; return its device string."""
+        raise NotImplementedError
+
+    def setup_baseline(self) -> str:
+        """Child. Set up the stack's native path instead of the stack; return the device string."""
+        raise NoBaseline(f"stack {self.name!r} has no native path to compare with")
+
+    def baseline_label(self) -> str | None:
+        """Child. What the native path is, in a few words ("stock torch"), or None when there is none."""
+        return None
+
+    def registered(self) -> list[str]:
+        """Child. The overloads the stack registers kernels for (``--routes stack``)."""
+        raise NotImplementedError(f"stack {self.name!r} cannot list what it registers")
+
+    def key(self) -> str:
+        """Child. The results-store key when there is no torch_fl commit: ``<stack>-<version>``."""
+        return f"{self.name}-{dist_version(self.name) or 'unknown'}"
+
+    def begin_case(self) -> object:
+        """Child. A snapshot taken before a case, handed back to :meth:`evidence`."""
+        return None
+
+    def evidence(self, overload: str, before: object, captured: str, backend: str) -> tuple[str, str]:
+        """Child. (route, note) of one case from the snapshot and the stderr it printed."""
+        if not self.log_evidence:
+            return model.ROUTE_UNKNOWN, ""
+        kernels, fallbacks = counts_from_log(captured, backend)
+        return route_of(overload, kernels, fallbacks)
+
+    # -- report, child side (the env child, after importing :attr:`probe_imports`) ------
+    def describe_for_report(self, data: dict, environ_before: dict) -> str | None:
+        """Child. Add what the report tells of this stack to ``data`` (the env child's stack
+        step; ``environ_before``: the environment before the imports); return the device
+        type whose accelerator the report describes, or None: the report looks for one
+        (PrivateUse1's name, then cuda)."""
+        return self.device_type
+
+def distribution(name: str):
+    """The installed distribution of an import name (``flag_gems`` or ``flag-gems``), or None.
+
+    Either side: reads package metadata, imports nothing."""
+    from importlib import metadata
+
+    for candidate in (name, name.replace("_", "-")):
+        try:
+            return metadata.distribution(candidate)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def dist_version(name: str) -> str | None:
+    dist = distribution(name)
+    return dist.version if dist else None
