@@ -63,7 +63,9 @@ def test_committed_results_keep_the_fingerprints_they_were_filed_under():
     # a store are found again by their fingerprint (timing hints, matrix queries).
     filed = {
         "flag_gems-4.2.0-h200.json": "a8520bc975ff1fd2",
-        "flag_gems-5.0.2-h200.json": "4393e91b5d68a25b",
+        "flag_gems-5.0.2-h200-harness1.json": "4393e91b5d68a25b",
+        "flag_gems-5.0.2-h200.json": "2e8e7a5b21476bf9",
+        "stock-torch-routes-flag_gems-5.0.2-h200.json": "1661fa90e7fcb926",
         "flag_gems-5.0.2-torch_fl-routes-h200.json": "9bf7e987d3f341dc",
         "torch_fl-1adbc97-flag_gems-5.0.2-h200.json": "ebd9d3094f0dee63",
     }
