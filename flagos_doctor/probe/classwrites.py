@@ -3,48 +3,56 @@
 A class attribute (``torch.Tensor.cuda``, ``torch.nn.Module.register_parameter``) cannot be
 watched the way a module attribute is: a class's ``__class__`` (its metaclass) cannot be
 swapped. Writing one goes through the metaclass's C slot ``tp_setattro`` (``type_setattro``),
-for attribute syntax, ``setattr()``, ``unittest.mock`` and ``type.__setattr__`` alike. So:
+for attribute syntax, ``setattr()``, ``unittest.mock`` and ``type.__setattr__`` alike.
+
+**Python 3.10/3.11 on x86-64 Linux: a trampoline.** ``type``'s own slot (the one every class
+of metaclass ``type`` uses, ``torch.nn.Module``'s, and the one pybind11's metaclass calls
+directly) is pointed at 29 instructions (97 bytes) of machine code in a page of our own: they
+call the saved ``type_setattro`` and return its result untouched; only after a write that
+succeeded, with no exception pending, they first call a ctypes callback with the class, the
+name and the value (NULL for a delete). The callback returns at once for a class nobody
+watches. A ctypes callback cannot be the slot itself: it cannot hand an exception back to C
+(a failed ``del C.missing`` would raise ``SystemError`` instead of ``AttributeError``). ``type``'s
+``__setattr__``/``__delattr__`` slot wrappers are pointed at the trampoline too, so
+``super().__setattr__`` in a Python metaclass, a ``type.__setattr__`` held from before and
+CPython's check that a wrapper is applied to the right type all agree with the slot; a
+watched class's metaclass that inherited ``type_setattro`` before (``torch._C._TensorMeta``,
+``abc.ABCMeta``) gets the trampoline in its slot. ``type``'s dict and the ``setattr``/
+``delattr`` builtins stay CPython's own. Each word is checked against the value it must hold
+before anything is written (``tp_setattro`` of ``types.ModuleType`` is
+``PyObject_GenericSetAttr``; a wrapper's ``d_type``, ``d_name`` and ``d_wrapped``), and the
+trampoline is called on a class of our own (a write, a delete, a failing delete) before it
+is installed.
+
+**Elsewhere** (Python 3.12+, or where no trampoline can be built):
 
 * ``type.__setattr__``/``type.__delattr__`` in ``type``'s own dict become two small Python
   functions that call the saved C ``type_setattro`` (through ctypes, without releasing the
   GIL, so its exceptions propagate unchanged) and then tell the tracer. A metaclass written
   in Python with its own ``__setattr__`` reaches them through ``super().__setattr__``;
-* the ``tp_setattro`` slot of a watched class's metaclass that inherited ``type_setattro``
-  (``torch._C._TensorMeta``, ``abc.ABCMeta``) is pointed at CPython's ``slot_tp_setattro``,
-  the dispatcher a Python class with its own ``__setattr__`` gets, which looks
-  ``__setattr__`` up on the metaclass and so finds those functions.
+* the slot of a watched class's metaclass that inherited ``type_setattro`` is pointed at
+  CPython's ``slot_tp_setattro``, the dispatcher a Python class with its own ``__setattr__``
+  gets, which looks ``__setattr__`` up on the metaclass and so finds those functions.
 
-``type``'s own slot (the one classes of metaclass ``type`` use, ``torch.nn.Module``'s) is
-never given that dispatcher: C metaclasses (pybind11's) call ``PyType_Type.tp_setattro``
-directly, and a dispatcher there would send them back to their own ``__setattr__`` forever.
-Nor can it be a ctypes callback: a callback cannot hand an exception back to C (a failed
-``del C.missing`` would raise ``SystemError`` instead of ``AttributeError``). So on Python
-3.10/3.11, on x86-64 Linux, it gets a *trampoline*: 22 instructions of machine code in a page
-of our own that call the saved ``type_setattro`` and return its result untouched, and only
-after a write that succeeded (no exception pending) call a ctypes callback with the class,
-the name and the value (NULL for a delete). The callback looks the class up in the set of
-watched classes and returns at once for any other. ``type``'s ``__setattr__``/``__delattr__``
-slot wrappers are pointed at the trampoline too, so ``super().__setattr__`` in a Python
-metaclass, an explicit ``type.__setattr__`` and CPython's own check that a wrapper is applied
-to the right type all agree with the slot; ``type``'s dict and the ``setattr``/``delattr``
-builtins stay CPython's own. Every offset is checked against a value it must hold before
-anything is written, and the trampoline is called once on a class of our own before it is
-installed. On 3.12+ dict watchers see those writes (the tracer's); where the trampoline
-cannot be built (another CPU or OS) writes through ``setattr()``/``delattr()`` (helpers,
-``unittest.mock``) are seen by thin wrappers of those two builtins, and attribute syntax by
-the tracer's comparisons, its writer inferred from the bytecode, also after each
-``@contextmanager``'s ``__enter__`` and ``__exit__``.
+``type``'s own slot is never given that dispatcher: pybind11's metaclass calls
+``PyType_Type.tp_setattro`` directly, and the dispatcher would send it back to its own
+``__setattr__`` forever. So classes of metaclass ``type`` are seen by the tracer's dict
+watchers on 3.12+; without the trampoline on 3.10/3.11, their writes through ``setattr()``/
+``delattr()`` (helpers, ``unittest.mock``) by thin wrappers of those two builtins, and
+attribute syntax by the tracer's comparisons (also after each ``@contextmanager``'s
+``__enter__`` and ``__exit__``), its writer inferred from the bytecode.
 
 The hook fires for the instruction that actually ran (its frame and line), so a patch made
 and undone inside a context manager is seen twice. Writes to classes nobody watches pay one
-dict lookup (with the trampoline, one ctypes call and one set lookup: about 0.3 µs).
+dict lookup, or with the trampoline one ctypes call and one set lookup (about 0.3 µs).
 
 :func:`install` returns None when it worked, or the reason it did not (an unexpected type
 layout, a debug build): the tracer then compares class probes at each event and each step
 boundary instead, and says so in a notice. Nothing here may change what the stack sees: the
 write itself, its result and its exceptions are those of ``type_setattro``. :func:`uninstall`
-puts every slot, wrapper and builtin back (the trampoline's page stays mapped, its callback
-cleared: a thread may still be returning through it); it also runs at exit.
+puts every slot, wrapper, dict entry and builtin back (the trampoline's page stays mapped
+with its callback cleared: a thread inside ``type_setattro`` returns through it); it also
+runs at exit. ``FLAGOS_DOCTOR_PROBE_TRAMPOLINE=0`` turns the trampoline off.
 """
 
 from __future__ import annotations
@@ -266,15 +274,14 @@ def uninstall() -> None:
 
 
 def _metaclasses():
-    """``type`` and every subclass of it that exists now."""
-    found, todo = [], [type]
+    """Every subclass of ``type`` that exists now, at any depth."""
+    found, todo = {}, [type]
     while todo:
         klass = todo.pop()
-        if klass in found:
-            continue
-        found.append(klass)
-        todo.extend(type.__subclasses__(klass))
-    return found[1:]
+        if id(klass) not in found:
+            found[id(klass)] = klass
+            todo.extend(type.__subclasses__(klass))
+    return list(found.values())[1:]
 
 
 # -- the trampoline in type's own slot (3.10/3.11, x86-64 Linux) ----------------------------
