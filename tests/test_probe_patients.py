@@ -183,6 +183,64 @@ def test_class_attribute_writes_through_a_metaclass_and_a_context_manager(python
         assert first["where"]["line"] == line_of("classstack", "target.Other.cuda = _fake_cuda")
 
 
+@pytest.mark.parametrize("python", _interpreters())
+def test_class_based_context_manager_patch_and_undo_of_a_plain_class(python):
+    # Engine's metaclass is type; FastMode's __enter__ patches it by attribute syntax and its
+    # __exit__ undoes that, with no recorded event in between: each store is seen, at its line.
+    document = probe(imports=["cmstack"], exercise=False, python=python,
+                     watch=["cmstack.target.Engine.mode", "cmstack.target.Engine.run",
+                            "cmstack.target.Engine.patched_by"])
+    assert document["outcome"] == "ok", document["child"]
+    # Python 3.10's code objects have no qualified name: a method is named alone.
+    qualified = document["python"]["version"] >= "3.11"
+    enter, leave = (f"FastMode.{name}" if qualified else name for name in ("__enter__", "__exit__"))
+    patch, undo = events(document, "cmstack.target.Engine.mode", "write")
+    assert patch["value"]["repr"] == "<function cmstack._fast_mode>"
+    assert undo["value"]["repr"] == "<function cmstack.target.Engine.mode>"
+    assert (patch["where"]["function"], undo["where"]["function"]) == (enter, leave)
+    assert patch["where"]["line"] == line_of("cmstack", "target.Engine.mode = _fast_mode")
+    assert undo["where"]["line"] == line_of("cmstack", "target.Engine.mode = self.saved")
+    for event in (patch, undo):
+        assert event["writer_known"] is True and not event.get("inferred")
+        assert event["phase"] == "cmstack/__init__.py:in_fast_mode"
+    (restored,) = [f for f in findings(document, "patched-and-restored") if f["probe"] == "cmstack.target.Engine.mode"]
+    assert restored["message"].startswith(
+        f"cmstack.target.Engine.mode was patched and restored by cmstack/__init__.py:{enter} "
+        f"(line {patch['where']['line']}), cmstack/__init__.py:{leave} (line {undo['where']['line']})")
+    # An attribute the patch added and the undo deleted (a delete is a NULL value in the slot).
+    (added,) = events(document, "cmstack.target.Engine.patched_by", "write")
+    (deleted,) = events(document, "cmstack.target.Engine.patched_by", "delete")
+    assert added["value"]["repr"] == "'FastMode'" and added["where"]["function"] == enter
+    assert deleted["where"]["line"] == line_of("cmstack", "del target.Engine.patched_by")
+    assert deleted["where"]["function"] == leave and deleted["writer_known"] is True
+    # Through a setattr() helper: the helper in `via`, each write once.
+    patch, undo = events(document, "cmstack.target.Engine.run", "write")
+    assert (patch["where"]["function"], undo["where"]["function"]) == (
+        enter.replace("FastMode", "FastRun"), leave.replace("FastMode", "FastRun"))
+    assert patch["where"]["line"] == line_of("cmstack", '_put(target.Engine, "run", _fast_run)')
+    assert undo["where"]["line"] == line_of("cmstack", '_put(target.Engine, "run", self.saved)')
+    assert patch["via"] == undo["via"] == ["cmstack/__init__.py:_put"]
+    assert "cmstack.target.Engine.run" in {f["probe"] for f in findings(document, "patched-and-restored")}
+    assert not any("cannot be hooked" in n or "compared at each event" in n for n in document.get("notices", []))
+
+
+@pytest.mark.parametrize("python", [p for p in _interpreters() if p.id in ("3.10", "3.11")])
+def test_without_the_trampoline_plain_classes_fall_back_and_say_so(python):
+    # Where type's slot cannot take the trampoline (another CPU, or turned off as here):
+    # setattr() helpers and @contextmanager patches are still seen, and a notice says why
+    # attribute syntax is compared instead.
+    document = probe({"FLAGOS_DOCTOR_PROBE_TRAMPOLINE": "0"}, imports=["classstack"], exercise=False,
+                     watch=CLASS_PROBES, python=python)
+    assert document["outcome"] == "ok", document["child"]
+    patch, undo = events(document, "classstack.target.Plain.mode", "write")
+    assert patch["where"]["line"] == line_of("classstack", 'target.Plain.mode = "meta"') and patch["inferred"]
+    assert undo["where"]["line"] == line_of("classstack", "target.Plain.mode = saved") and undo["inferred"]
+    helper = events(document, "classstack.target.Other.cuda", "write")[-1]
+    assert helper["where"]["function"] == "patch_with_helper" and helper["via"] == ["classstack/__init__.py:_replace"]
+    (notice,) = [n for n in document["notices"] if n.startswith("classes of metaclass type")]
+    assert "cannot be hooked here (FLAGOS_DOCTOR_PROBE_TRAMPOLINE=0)" in notice
+
+
 def test_torch_classes_each_store_at_its_own_line_and_init_on_meta_undone():
     document = probe(imports=["torchclasses"], exercise=False,
                      watch=["torch.nn.Module.cuda", "torch.nn.Module.register_parameter"])

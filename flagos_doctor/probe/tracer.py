@@ -137,6 +137,7 @@ class Tracer:
         self._library_writers = False  # a context manager's generator may be any library's
         self.autoload: dict[str, str] = {}  # torch.backends entry point name -> its value
         self._hooked_write = False
+        self._plain_classes_compared = False  # 3.10/3.11 without classwrites' trampoline
         for name in probes:
             self.add_probe(name)
         self.add_probe(watch.PRIVATEUSE1_NAME, kind="state")
@@ -345,8 +346,12 @@ class Tracer:
             return False
         if classwrites.watch_class(klass):
             return True
-        if type(klass) is type and sys.version_info < (3, 12):
+        if type(klass) is type and sys.version_info < (3, 12) and not self._plain_classes_compared:
+            self._plain_classes_compared = True
             classwrites.watch_generator_context_managers(self.after_enter, self.after_exit)
+            self.notice(f"classes of metaclass type ({name}): writes by attribute syntax cannot be hooked here "
+                        f"({classwrites.type_slot_problem()}); they are compared at each event and step boundary "
+                        "and after each @contextmanager's enter and exit, their writers inferred from the bytecode")
         if type(klass) is not type:
             self.notice(f"{name}: its metaclass {type(klass).__qualname__} has its own C setattr; its probes "
                         "are compared at each event and step boundary")
