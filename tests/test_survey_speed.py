@@ -102,13 +102,14 @@ def test_schedule_holds_an_overloads_other_cases_until_its_first_ended():
     schedule = Schedule(tasks)
     # the leads first, in order; a's and b's followers wait
     assert [schedule.take(), schedule.take()] == [("a", ["x"]), ("b", ["x"])]
-    schedule.finished("a")  # a's kernels are in the cache: its followers go before c's lead
+    schedule.finished(("a", ["x"]))  # a's kernels are in the cache: its followers go before c's lead
     assert [schedule.take(), schedule.take(), schedule.take()] == [("a", ["y"]), ("a", ["z"]), ("c", None)]
     assert schedule.figures()["followers_early"] == 0
     # nothing else to do: b's follower goes although b's lead has not ended, and is counted
     assert schedule.take() == ("b", ["y"])
     assert schedule.take() is None and schedule.empty()
-    assert schedule.figures() == {"hold_followers": True, "followers_early": 1}
+    assert schedule.figures() == {"hold_followers": True, "followers_early": 1, "hold_family": True,
+                                  "family_waits": 0, "family_early": 0}
     unheld = Schedule(tasks, hold_followers=False)
     assert [unheld.take() for _ in tasks] == tasks
     # Slow last time (history.slow_first put them first): a's second case does work of its
@@ -117,6 +118,39 @@ def test_schedule_holds_an_overloads_other_cases_until_its_first_ended():
     slow.put_all([("a", ["y"]), ("a", ["x"]), ("b", ["x"]), ("b", ["y"])], unheld=2)
     assert [slow.take(), slow.take(), slow.take()] == [("a", ["y"]), ("a", ["x"]), ("b", ["x"])]
     assert slow.figures()["followers_early"] == 0
+
+
+def test_schedule_holds_a_family_siblings_case_of_the_same_profile_until_the_first_ended():
+    # mm and mm.out (one packet, the same kernels and autotuning keys for a profile): on the
+    # H200 both autotuned 2d-f32 at once. mm.out's 2d case waits while mm's runs or is
+    # earlier and unfinished; its 1d case, whose sibling has ended, does not.
+    tasks = [("mm", ["2d"]), ("mm.out", ["2d"]), ("mm", ["1d"]), ("mm.out", ["1d"]), ("abs", ["2d"])]
+    schedule = Schedule()
+    schedule.put_all(tasks, unheld=4)  # all four slow last time: none waits for its overload's lead
+    assert [schedule.take(), schedule.take()] == [("mm", ["2d"]), ("mm", ["1d"])]
+    assert schedule.take() == ("abs", ["2d"])  # mm.out's cases wait for mm's of their profile
+    schedule.finished(("mm", ["1d"]))
+    assert schedule.take() == ("mm.out", ["1d"])
+    # nothing ready: an idle worker takes the held sibling anyway, counted
+    assert schedule.take() == ("mm.out", ["2d"])
+    assert schedule.take() is None and schedule.empty()
+    figures = schedule.figures()
+    assert figures["hold_family"] is True and figures["family_early"] == 1 and figures["family_waits"] == 2
+    assert figures["followers_early"] == 0
+    # A task of every profile (None, --tasks overloads) stands for each; other families and
+    # names that only share a prefix (addmm vs mm) never wait for each other.
+    whole = Schedule([("conv2d", None), ("conv2d.padding", None), ("conv1d", None), ("addmm", ["2d"])])
+    assert [whole.take(), whole.take(), whole.take()] == [("conv2d", None), ("conv1d", None), ("addmm", ["2d"])]
+    whole.finished(("conv2d", None))
+    assert whole.take() == ("conv2d.padding", None) and whole.figures()["family_early"] == 0
+    # An earlier sibling not yet started holds a later one too; off, the order is the given one.
+    order = [("bmm.out", ["x"]), ("bmm", ["x"])]
+    held = Schedule(order)
+    assert held.take() == ("bmm.out", ["x"])
+    assert Schedule(order, hold_family=False).take() == ("bmm.out", ["x"])
+    free = Schedule(order, hold_family=False)
+    free.take()
+    assert free.take() == ("bmm", ["x"]) and free.figures()["family_early"] == 0
 
 
 def test_census_of_the_default_schedule_equals_the_per_overload_reference(tmp_path):
@@ -133,7 +167,8 @@ def test_census_of_the_default_schedule_equals_the_per_overload_reference(tmp_pa
     census = (tmp_path / "p.census").read_text()
     assert census == (tmp_path / "r.census").read_text()
     assert "trunc\t1d-f32\tCRASH" in census and "cosh\t1d-f32\tERROR" in census
-    assert last_run(tmp_path / "p.json")["schedule"]["hold_followers"] is True
+    schedule = last_run(tmp_path / "p.json")["schedule"]
+    assert schedule["hold_followers"] is True and schedule["hold_family"] is True
 
 
 def test_triton_times_count_a_real_compilation_and_a_cache_hit(tmp_path):
