@@ -245,3 +245,59 @@ def test_the_first_workers_device_memory_lowers_the_worker_count(tmp_path):
     assert run["workers"] == 1 and run["workers_choice"]["limits"]["device_memory"] == 1
     assert "lowered to 1: 3.0 GiB free on the device" in done.stderr
     assert doc["complete"] is False and all(doc["overloads"][name]["cases"] for name in ("abs", "erf", "floor"))
+
+
+def _slowed(source, target, name, profile, seconds=50.0, **comparable):
+    """A copy of results file ``source`` in which ``name`` on ``profile`` took ``seconds``."""
+    with open(source, encoding="utf-8") as handle:
+        doc = json.load(handle)
+    (case,) = [c for c in doc["overloads"][name]["cases"] if c["profile"] == profile]
+    case["seconds"] = seconds
+    doc["comparable"].update(comparable)
+    with open(target, "w", encoding="utf-8") as handle:
+        json.dump(doc, handle)
+
+
+def test_hints_from_a_given_results_file_order_the_run_and_change_no_case(tmp_path):
+    args = ("survey", "--stack", "demo", "--ops", "abs,neg,exp", "--workers", "1", "--no-store", "-q")
+    first = run_cli(*args, "-o", "first.json", "--census", "first.census", cwd=str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    _slowed(tmp_path / "first.json", tmp_path / "hints.json", "exp", "2d-f32")
+    hinted = run_cli(*args, "--hints", "hints.json", "-o", "hinted.json", "--census", "hinted.census", cwd=str(tmp_path))
+    assert hinted.returncode == 0, hinted.stderr
+    run = last_run(tmp_path / "hinted.json")
+    assert run["hints"] == [{"path": str(tmp_path / "hints.json"), "from": "--hints", "cases": 21}]
+    assert run["slow_first"]["first"] == ["exp/2d-f32"]
+    assert (tmp_path / "hinted.census").read_text() == (tmp_path / "first.census").read_text()
+    # A bad hints file is one line, exit 2, before any work (nothing written).
+    (tmp_path / "notresults.json").write_text('{"schema": "something/else"}')
+    for bad in ("missing.json", "notresults.json", str(tmp_path)):
+        refused = run_cli(*args, "--hints", bad, "-o", "x.json", cwd=str(tmp_path))
+        assert refused.returncode == 2, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
+        assert not (tmp_path / "x.json").exists()
+
+
+def test_hints_from_the_store_survive_a_harness_change_but_not_another_route_set(tmp_path):
+    store = tmp_path / "store"
+    conf = tmp_path / "three.conf"  # a whole route set (only complete surveys are filed)
+    conf.write_text("abs = flagos_python\nneg = flagos_python\nexp = flagos_python\n")
+    args = ("survey", "--stack", "demo", "--conf", str(conf), "--workers", "1", "-q", "--store", str(store))
+    first = run_cli(*args, "-o", "first.json", cwd=str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    (filed,) = list((store / "survey").glob("*/*.json"))
+    # The run as an older harness would have filed it (another fingerprint), and one of
+    # another route set; the original gone, so no entry has this survey's fingerprint.
+    _slowed(filed, filed.parent / "0000000000000000.json", "neg", "1d-f32", harness_version="0-older")
+    _slowed(filed, filed.parent / "1111111111111111.json", "abs", "1d-f32", seconds=99.0,
+            harness_version="0-older", route_set_sha256="another")
+    os.utime(filed.parent / "1111111111111111.json", (2e9, 2e9))  # the newest: still not used
+    filed.unlink()
+    again = run_cli(*args, "--rerun", "--no-store", "-o", "second.json", cwd=str(tmp_path))
+    assert again.returncode == 0, again.stderr
+    assert "hints" not in last_run(tmp_path / "second.json")  # --no-store: no store hints
+    again = run_cli(*args, "-o", "third.json", cwd=str(tmp_path))
+    assert again.returncode == 0, again.stderr
+    run = last_run(tmp_path / "third.json")
+    assert run["hints"] == [{"path": str(filed.parent / "0000000000000000.json"), "from": "store, same work"}]
+    assert run["slow_first"]["first"] == ["neg/1d-f32"]
