@@ -206,6 +206,51 @@ print(json.dumps([first, times.since(middle), times.since(times.snapshot())]))
     assert nothing == {}
 
 
+def test_autotune_figures_around_bench_agree_with_tritons_own_listener(tmp_path):
+    # Triton 3.6 (the H200's) has no knobs.autotuning.listener: there the figures come from
+    # timing around Autotuner._bench. Triton 3.9 here has both, so one process takes them
+    # both ways over the same real Autotuner: the wrapper's counts must be the listener's.
+    # No kernel runs on CPU: the Autotuner's own do_bench parameter stands in for the
+    # device's timing (it times nothing), and each launch after the choice fails, caught.
+    code = r"""
+import json, triton, triton.language as tl
+from flagos_doctor.survey.triton_timing import TritonTimes
+listener, bench = TritonTimes(), TritonTimes()
+assert listener.install() and bench.install(use_listener=False)
+timed = []
+def do_bench(kernel_call, quantiles):
+    timed.append(1)
+    return [2.0, 2.0, 2.0] if len(timed) % 2 else [1.0, 1.0, 1.0]  # the second config wins
+@triton.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"], do_bench=do_bench)
+@triton.jit
+def add_one(x_ptr, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n) + 1, mask=i < n)
+ends = []
+for n in (8, 8, 16):  # a new key, the same key (chosen already), another new key
+    try:
+        add_one[(1,)](0, n)
+    except Exception as exc:  # no device to launch on
+        ends.append(type(exc).__name__)
+print(json.dumps({"listener": listener.snapshot(), "bench": bench.snapshot(), "timed": len(timed), "ends": ends,
+                  "sources": [listener.autotune_source, bench.autotune_source],
+                  "chosen": {str(k): c.kwargs for k, c in add_one.cache.items()}}))
+"""
+    import subprocess
+
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "cache"), TRITON_CACHE_AUTOTUNING="0", PYTHONPATH=REPO_ROOT)
+    script = tmp_path / "autotune_twice.py"
+    script.write_text(code)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["sources"] == ["listener", "bench"]
+    assert got["timed"] == 4 and len(got["ends"]) == 3  # two autotunings of two configs each
+    assert got["listener"]["autotunes"] == got["bench"]["autotunes"] == 2
+    assert got["bench"]["autotune_seconds"] > 0 and got["bench"]["autotune_cache_hits"] == 0
+    assert got["chosen"] == {"(8,)": {"BLOCK": 64}, "(16,)": {"BLOCK": 64}}  # the choice is Triton's own
+
+
 def test_choose_workers_from_cores_memory_and_device():
     from flagos_doctor.errors import BadInput
     from flagos_doctor.survey import sizing
