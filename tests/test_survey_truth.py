@@ -94,7 +94,9 @@ def test_two_runs_of_a_stack_with_a_flaky_case_give_the_same_census(truth_runs):
 
 def test_without_repeats_or_baseline_the_same_stack_is_blamed(truth_runs):
     tmp = truth_runs[0]
-    doc, census, _ = truth_survey(tmp, "bare", "--repeats", "0", "--baseline", "none")
+    # One worker, as in truth_runs: with two, an idle worker may take neg's 1d case while its
+    # 2d case runs (nothing else left), and which of them gets the wrong call is a race.
+    doc, census, _ = truth_survey(tmp, "bare", "--repeats", "0", "--baseline", "none", "--workers", "1")
     assert case(doc, "neg", "2d-f32")["status"] == model.WRONG and "repeats" not in case(doc, "neg", "2d-f32")
     assert doc["overloads"]["neg"]["verdict"] == model.BASIC_ONLY
     assert doc["overloads"]["ceil"]["verdict"] == model.FAILED
@@ -103,7 +105,7 @@ def test_without_repeats_or_baseline_the_same_stack_is_blamed(truth_runs):
 
 def test_compare_says_two_runs_differ_only_in_flaky_cases(truth_runs):
     tmp, (first, _, _), _ = truth_runs
-    truth_survey(tmp, "once", "--repeats", "0")  # neg 2d-f32 stays WRONG; the baseline still runs
+    truth_survey(tmp, "once", "--repeats", "0", "--workers", "1")  # neg 2d-f32 stays WRONG; the baseline still runs
     done = run_cli("survey", "--compare", str(tmp / "once.json"), str(tmp / "first.json"), "--json", "-", cwd=str(tmp))
     comparison = json.loads(done.stdout[: done.stdout.rindex("}") + 1])
     assert comparison["flaky_only"] is True
