@@ -25,10 +25,10 @@ CONFS = os.path.join(SHARED, "torch-fl-confs")
 def run_cli(*args, env=None, cwd=None, timeout=600, input=None):
     """Run ``python -m flagos_doctor ARGS`` in a real subprocess; return CompletedProcess."""
     full_env = dict(os.environ)
-    if env:
-        full_env.update(env)
-        if "PYTHONPATH" in env:  # the CLI under test is this checkout's, whatever is installed
-            full_env["PYTHONPATH"] = os.pathsep.join((env["PYTHONPATH"], REPO_ROOT))
+    full_env.update(env or {})
+    # The CLI under test is this checkout's, whatever is installed: without this, a child
+    # started in a temporary folder imported an editable install of another clone.
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, full_env.get("PYTHONPATH")) if p)
     return subprocess.run(
         [sys.executable, "-m", "flagos_doctor", *args],
         capture_output=True,
