@@ -29,10 +29,10 @@ def load(path):
         return json.load(handle)
 
 
-def truth_survey(tmp, name, *args):
+def truth_survey(tmp, name, *args, conf=TRUTH_CONF):
     """A survey of the truth stack with its own call counter; (results, census text, process)."""
     env = {"PYTHONPATH": os.pathsep.join([FIXTURES, REPO_ROOT]), "TRUTHSTACK_COUNTER": str(tmp / f"{name}.counter")}
-    done = run_cli("survey", "--stack", "truthstack", "--conf", TRUTH_CONF, "--spec", TRUTH_SPEC, "--no-store",
+    done = run_cli("survey", "--stack", "truthstack", "--conf", conf, "--spec", TRUTH_SPEC, "--no-store",
                    "-o", f"{name}.json", "--census", f"{name}.census", *args, env=env, cwd=str(tmp))
     assert done.returncode == 0, done.stderr
     with open(tmp / f"{name}.census", encoding="utf-8") as handle:
@@ -65,7 +65,21 @@ def test_a_case_right_every_other_call_is_flaky_and_counts_neither_way(truth_run
     assert "neg\t2d-f32\tFLAKY\tkernel\n" in census
     assert "FLAKY neg [2d-f32]: WRONG, WRONG, PASS" in done.stdout
     confirmed = doc["provenance"]["runs"][-1]["confirm"]
-    assert confirmed["repeats"] == {"repeated": 7, "times": 2, "flaky": 1}
+    assert confirmed["repeats"] == {"repeated": 9, "times": 2, "flaky": 1, "varied": 1}
+
+
+def test_a_case_failing_every_run_in_two_ways_is_a_failure_not_flaky(truth_runs):
+    # flag_gems 4.2.0's argmax on Triton 3.6 (H200): WRONG, then ERROR twice. Every run
+    # failed: counted as FLAKY it would have dropped out of the verdict.
+    _, (first, census_a, _), (second, census_b, _) = truth_runs
+    for doc in (first, second):
+        found = case(doc, "round", "2d-f32")
+        assert found["repeats"] == [model.WRONG, model.ERROR, model.ERROR]
+        assert found["status"] == model.ERROR and found["detail"] == "TypeError: function takes exactly 18 arguments (17 given)"
+        assert found["first_run"] == {"status": model.WRONG, "detail": found["first_run"]["detail"]}
+        assert "values differ" in found["first_run"]["detail"]
+        assert doc["overloads"]["round"]["verdict"] == model.FAILED
+    assert "round\t2d-f32\tERROR\tkernel\n" in census_a and "round\t2d-f32\tERROR\tkernel\n" in census_b
 
 
 def test_a_kernel_right_on_its_first_call_only_fails_every_run_and_is_never_flaky(truth_runs):
@@ -122,15 +136,22 @@ def test_without_repeats_or_baseline_the_same_stack_is_blamed(truth_runs):
 
 
 def test_compare_says_two_runs_differ_only_in_flaky_cases(truth_runs):
-    tmp, (first, _, _), _ = truth_runs
-    truth_survey(tmp, "once", "--repeats", "0", "--workers", "1")  # neg 2d-f32 stays WRONG; the baseline still runs
-    done = run_cli("survey", "--compare", str(tmp / "once.json"), str(tmp / "first.json"), "--json", "-", cwd=str(tmp))
+    tmp = truth_runs[0]
+    # Without round, whose settled ERROR (run again) differs from its first WRONG (not run
+    # again): a difference that is not only FLAKY, as the compare says.
+    with open(TRUTH_CONF, encoding="utf-8") as handle:
+        routes = [line for line in handle if not line.startswith("round ")]
+    conf = tmp / "no-round.conf"
+    conf.write_text("".join(routes), encoding="utf-8")
+    truth_survey(tmp, "once", "--repeats", "0", "--workers", "1", conf=str(conf))  # neg 2d-f32 stays WRONG
+    truth_survey(tmp, "thrice", "--workers", "1", conf=str(conf))  # neg 2d-f32: WRONG, WRONG, PASS: FLAKY
+    done = run_cli("survey", "--compare", str(tmp / "once.json"), str(tmp / "thrice.json"), "--json", "-", cwd=str(tmp))
     comparison = json.loads(done.stdout[: done.stdout.rindex("}") + 1])
     assert comparison["flaky_only"] is True
     (changed,) = comparison["cases_changed"]
     assert changed["overload"] == "neg" and changed["to"]["status"] == model.FLAKY
     assert changed["from"] == {"status": model.WRONG, "route": "kernel", "baseline": model.PASS}
-    markdown = run_cli("survey", "--compare", str(tmp / "once.json"), str(tmp / "first.json"), "--markdown", "-",
+    markdown = run_cli("survey", "--compare", str(tmp / "once.json"), str(tmp / "thrice.json"), "--markdown", "-",
                        cwd=str(tmp))
     assert "differ only in cases either side marks FLAKY (1)" in markdown.stdout
 
@@ -160,7 +181,7 @@ def test_stock_torch_stack_runs_torch_own_kernels(tmp_path):
     assert done.returncode == 0, done.stderr
     doc = load(tmp_path / "t.json")
     assert doc["provenance"]["stack"] == "torch" and doc["provenance"]["device"]["type"] == "cpu"
-    assert doc["summary"]["verdicts"] == {model.STRICT: 5}
+    assert doc["summary"]["verdicts"] == {model.STRICT: 6}
     assert doc["provenance"]["baseline"] is None  # stock torch is its own native path
 
 
@@ -273,3 +294,14 @@ def test_bad_confirmation_options_are_one_line_exit_2(tmp_path):
     for bad in (["--baseline", "stock"], ["--repeats", "-1"]):
         done = run_cli("survey", "--stack", "demo", "--ops", "abs", "--no-store", "-o", "x.json", *bad, cwd=str(tmp_path))
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_settle_names_flaky_only_a_case_that_passed_once_and_failed_once():
+    from flagos_doctor.survey.confirm import settle
+
+    assert settle([model.WRONG, model.WRONG, model.WRONG]) == model.WRONG
+    assert settle([model.WRONG, model.PASS, model.WRONG]) == model.FLAKY
+    assert settle([model.ERROR, model.INVALID_CASE]) == model.FLAKY  # not a failure every time
+    assert settle([model.WRONG, model.ERROR, model.ERROR]) == model.ERROR
+    assert settle([model.ERROR, model.WRONG]) == model.WRONG  # a tie: model.FAILURES' order
+    assert settle([model.CRASH, model.TIMEOUT, model.CRASH]) == model.CRASH

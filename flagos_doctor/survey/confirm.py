@@ -5,9 +5,11 @@ A failure a survey reports must belong to the stack. Two things make one that do
 * the case is *flaky*: run again, it gives another outcome (a race, a kernel autotuned
   differently, a context a neighbour disturbed). Every WRONG, ERROR, CRASH or TIMEOUT case
   runs ``repeats`` more times (``--repeats``, default 2), each time in workers started for
-  that pass alone, so never in the process that failed. When the outcomes differ the case
-  becomes FLAKY and keeps them all in ``"repeats"``; when they agree it keeps its status and
-  ``"repeats"`` says how often it was seen.
+  that pass alone, so never in the process that failed. When it passed in one run and failed
+  in another the case becomes FLAKY and keeps them all in ``"repeats"``; when they agree it
+  keeps its status and ``"repeats"`` says how often it was seen; when every run failed, but
+  not in one way, it fails under the way it failed most (:func:`settle`; the first run's
+  status and detail stay in ``"first_run"``).
 * the case asks a question the stack's native path answers the same wrong way (stock
   torch's CUDA kernel differs from its CPU kernel too, or the case is ill-posed). Every case
   still failing, and every FLAKY one, runs once on the native path (``--baseline native``,
@@ -108,10 +110,32 @@ def _apply_repeat(pairs: list[tuple[str, dict]], found: dict, figures: dict) -> 
         statuses = case.setdefault("repeats", [case["status"]])
         statuses.append(record["status"])
         case.setdefault("repeat_details", []).append({k: record[k] for k in _KEPT if k in record})
-        if len(set(statuses)) > 1 and case["status"] != model.FLAKY:
-            case["status"] = model.FLAKY
+        settled = settle(statuses)
+        if settled == case["status"]:
+            continue
+        if settled == model.FLAKY:
             figures["flaky"] += 1
+        else:
+            # Failing every time, in more than one way: a failure, under the way it failed most.
+            if "first_run" not in case:  # counted once a case, when it leaves its first status
+                case["first_run"] = {"status": statuses[0], "detail": case.get("detail", "")}
+                figures["varied"] = figures.get("varied", 0) + 1
+            details = [case["first_run"]["detail"]] + [d.get("detail", "") for d in case["repeat_details"]]
+            case["detail"] = details[statuses.index(settled)]
+        case["status"] = settled
     return progressed
+
+
+def settle(statuses: list[str]) -> str:
+    """A case's status from all its runs' (the survey's first): FLAKY when it passed in some
+    run and failed in another; when every run failed, the way it failed most often (ties
+    in the order of ``model.FAILURES``), so a case that is WRONG once and ERROR twice (a
+    flag_gems 4.2.0 kernel on Triton 3.6) is a failure in every run, not FLAKY."""
+    if len(set(statuses)) == 1:
+        return statuses[0]
+    if not all(status in model.FAILURES for status in statuses):
+        return model.FLAKY
+    return max(model.FAILURES, key=lambda status: (statuses.count(status), -model.FAILURES.index(status)))
 
 
 def _apply_baseline(pairs: list[tuple[str, dict]], found: dict, figures: dict) -> None:
