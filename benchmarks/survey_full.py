@@ -234,7 +234,11 @@ def report(args, state: dict) -> None:
             "where_the_time_went": where_the_time_went(document, record),
             "reference": None,
             "stack": {k: provenance.get(k) for k in ("stack", "torch", "triton", "flag_gems", "python", "device")},
+            "harness_version": provenance.get("harness_version"),
+            # HEAD of the checkout it ran in; a copied tree (the device tool's) may carry a
+            # stale .git, so the digest of the package's own sources says what really ran.
             "flagos_doctor_commit": _commit(),
+            "flagos_doctor_sources_sha256": _sources_digest(),
         }
         found = reference_figures(state, args.state, reference, census, overloads)
         if found:
@@ -245,6 +249,22 @@ def report(args, state: dict) -> None:
         ratio = f", reference {found['extrapolated_seconds']} s extrapolated: {found['ratio_extrapolated']}x" if found else ""
         print(f"{target}: {figures['seconds']} s, {overloads} overloads, {figures['cases']} cases, "
               f"{figures['workers']} workers{ratio}")
+
+
+def _sources_digest() -> str:
+    """sha256 over the paths and contents of flagos_doctor/**/*.py, in sorted order."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    package = os.path.join(REPO, "flagos_doctor")
+    for folder, dirs, names in sorted(os.walk(package)):
+        dirs.sort()
+        for name in sorted(n for n in names if n.endswith(".py")):
+            path = os.path.join(folder, name)
+            digest.update(os.path.relpath(path, REPO).encode() + b"\0")
+            with open(path, "rb") as handle:
+                digest.update(handle.read() + b"\0")
+    return digest.hexdigest()
 
 
 def _commit() -> str | None:
