@@ -62,10 +62,14 @@ def test_committed_results_keep_the_fingerprints_they_were_filed_under():
     # What survey/results.py:fingerprint gave before the definition moved: runs already in
     # a store are found again by their fingerprint (timing hints, matrix queries).
     filed = {
-        "flag_gems-4.2.0-h200.json": "a8520bc975ff1fd2",
+        "flag_gems-4.2.0-h200-harness1.json": "a8520bc975ff1fd2",
         "flag_gems-5.0.2-h200-harness1.json": "4393e91b5d68a25b",
-        "flag_gems-5.0.2-h200.json": "2e8e7a5b21476bf9",
-        "stock-torch-routes-flag_gems-5.0.2-h200.json": "1661fa90e7fcb926",
+        "flag_gems-5.0.2-h200-harness2.json": "2e8e7a5b21476bf9",
+        "stock-torch-routes-flag_gems-5.0.2-h200-harness2.json": "1661fa90e7fcb926",
+        # filed after the definition moved (harness 4, 2026-12-01 evening)
+        "flag_gems-4.2.0-h200.json": "c13685b3c87b66cb",
+        "flag_gems-5.0.2-h200.json": "c73a89cb1f811700",
+        "stock-torch-routes-flag_gems-5.0.2-h200.json": "a41d98c8ccf3db49",
         "flag_gems-5.0.2-torch_fl-routes-h200.json": "9bf7e987d3f341dc",
         "torch_fl-1adbc97-flag_gems-5.0.2-h200.json": "ebd9d3094f0dee63",
     }
