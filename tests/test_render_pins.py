@@ -103,21 +103,22 @@ def _load(path: str) -> dict:
 
 
 def _in_process(renderings: dict) -> None:
+    from flagos_doctor import output
     from flagos_doctor.files import dump_json
-    from flagos_doctor.probe.formats import markdown as probe_markdown, terminal as probe_terminal
+    from flagos_doctor.probe.formats import markdown as probe_markdown, terminal  # noqa: F401  (registers the view)
     from flagos_doctor.report import markdown as report_markdown
     from flagos_doctor.survey import progress
 
     probe = _load(os.path.join(H200_DOCS, "probe-h200-torch_fl-ready.json"))
-    renderings["probe-torch_fl-ready.md"] = probe_markdown.format(probe)
-    renderings["probe-torch_fl-ready.md-small"] = probe_markdown.format(probe, 2_000, "`probe.json`")
-    renderings["probe-torch_fl-ready.terminal"] = probe_terminal.format(probe)
+    renderings["probe-torch_fl-ready.md"] = probe_markdown.render(probe)
+    renderings["probe-torch_fl-ready.md-small"] = probe_markdown.render(probe, 2_000, "`probe.json`")
+    renderings["probe-torch_fl-ready.terminal"] = output.plain(probe)
     renderings["probe-torch_fl-ready.json"] = dump_json(probe)
     report = _load(os.path.join(H200_DOCS, "report-h200-torch_fl-ready.json"))
     renderings["report-torch_fl-ready.md"] = report_markdown.render(report)
     renderings["report-torch_fl-ready.md-small"] = report_markdown.render(report, max_chars=4_000, full_record="`r.json`")
     out = io.StringIO()
-    progress.render_summary(_load(os.path.join(REPO_ROOT, FLAG_GEMS_4)), "r.json", Console(file=out, width=200))
+    progress.show_summary(_load(os.path.join(REPO_ROOT, FLAG_GEMS_4)), Console(file=out, width=200), "r.json")
     renderings["survey-summary-4.2.0.terminal"] = out.getvalue()
 
 
