@@ -29,7 +29,7 @@ import os
 import re
 import sys
 
-import flagos_doctor
+from flagos_doctor import childproc
 from flagos_doctor.arms import ArmKind
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor.store import SURVEY_KIND, Store
@@ -82,9 +82,9 @@ class SurveyArms(ArmKind):
         return max(filed, key=lambda e: os.path.getmtime(e.path)).path if filed else None
 
     def import_path(self, tree: str) -> list[str]:
-        # This flagos_doctor after the worktree: the repository built is the stack's, not ours.
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(flagos_doctor.__file__)))
-        return [tree, package_root]
+        # This flagos_doctor after the worktree (the repository built is the stack's, not
+        # ours), under the children's one policy: a folder holding only a link to it.
+        return [tree, childproc.package_folder()]
 
     def make(self, ref, commit, tree, scratch, env, build_output, log, say) -> str:
         survey_cwd = tree

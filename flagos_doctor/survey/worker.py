@@ -9,12 +9,12 @@ is read back per case here and, after a crash, by the parent.
 Requests and the records they produce::
 
     {"op": "init", "stack", "device", "spec", "capture", "backend", "list_only", "baseline"}
-        -> {"kind": "ready", "device", "provenance", "baseline"} | {"kind": "setup_error", "error", "missing"}
-    {"op": "list"} -> {"kind": "registered", "overloads"}
+        -> {"record": "ready", "device", "provenance", "baseline"} | {"record": "setup_error", "error", "missing"}
+    {"op": "list"} -> {"record": "registered", "overloads"}
     {"op": "overload", "name", "profiles": [...] | null}
-        -> {"kind": "no_schema", "detail"} | {"kind": "profiles", "profiles"},
-           then per case {"kind": "start", "profile"} and {"kind": "case", ...},
-           then {"kind": "done"}; after a poisoned case the worker exits instead.
+        -> {"record": "no_schema", "detail"} | {"record": "profiles", "profiles"},
+           then per case {"record": "start", "profile"} and {"record": "case", ...},
+           then {"record": "done"}; after a poisoned case the worker exits instead.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ class Worker:
             missing = isinstance(exc, ModuleNotFoundError) and exc.name == request["stack"].split(".")[0]
             self.channel.emit(
                 {
-                    "kind": "setup_error",
+                    "record": "setup_error",
                     "error": f"{type(exc).__name__}: {exc}",
                     "traceback": traceback.format_exc()[-2000:],
                     "missing": missing,
@@ -121,7 +121,7 @@ class Worker:
 
         times = TritonTimes()
         self.triton_times = times if times.install() else None
-        self.channel.emit({"kind": "ready", "device": device, "provenance": provenance(self.stack, device),
+        self.channel.emit({"record": "ready", "device": device, "provenance": provenance(self.stack, device),
                            "baseline": self.stack.baseline_label()})
         return True
 
@@ -134,21 +134,21 @@ class Worker:
         try:
             profiles = self.runner.profiles(name)
         except NoSchema as exc:
-            self.channel.emit({"kind": "no_schema", "overload": name, "detail": _short(str(exc) or "no such overload")})
-            self.channel.emit({"kind": "done", "overload": name})
+            self.channel.emit({"record": "no_schema", "overload": name, "detail": _short(str(exc) or "no such overload")})
+            self.channel.emit({"record": "done", "overload": name})
             return True
-        self.channel.emit({"kind": "profiles", "overload": name, "profiles": list(profiles)})
+        self.channel.emit({"record": "profiles", "overload": name, "profiles": list(profiles)})
         wanted = request.get("profiles")
         for profile in profiles:
             if wanted is not None and profile not in wanted:
                 continue
             offset = self.capture.mark() if self.capture else 0
-            self.channel.emit({"kind": "start", "overload": name, "profile": profile, "offset": offset})
+            self.channel.emit({"record": "start", "overload": name, "profile": profile, "offset": offset})
             record = self.case(name, profile, offset)
             self.channel.emit(record)
             if record.get("poison"):
                 return False
-        self.channel.emit({"kind": "done", "overload": name})
+        self.channel.emit({"record": "done", "overload": name})
         return True
 
     def case(self, name: str, profile: str, offset: int) -> dict:
@@ -165,7 +165,7 @@ class Worker:
         if status in (model.INVALID_CASE, model.UNVERIFIABLE, model.NO_SCHEMA) and route == model.ROUTE_UNKNOWN:
             route = model.ROUTE_NONE
         record = {
-            "kind": "case",
+            "record": "case",
             "overload": name,
             "profile": profile,
             "status": status,
@@ -206,14 +206,14 @@ class Worker:
             elif op == "list":
                 try:
                     overloads = self.stack.registered()
-                    self.channel.emit({"kind": "registered", "overloads": sorted(set(overloads))})
+                    self.channel.emit({"record": "registered", "overloads": sorted(set(overloads))})
                 except Exception as exc:
-                    self.channel.emit({"kind": "setup_error", "error": f"{type(exc).__name__}: {exc}", "missing": False})
+                    self.channel.emit({"record": "setup_error", "error": f"{type(exc).__name__}: {exc}", "missing": False})
             elif op == "overload":
                 if not self.overload(request):
                     return 0
             else:
-                self.channel.emit({"kind": "setup_error", "error": f"unknown request {op!r}", "missing": False})
+                self.channel.emit({"record": "setup_error", "error": f"unknown request {op!r}", "missing": False})
 
 
 # -- provenance (child side: the versions of the interpreter the stack lives in) --------------
