@@ -117,13 +117,15 @@ def main(argv: list[str]) -> int:
     options as :func:`options_json` writes them; errors reported as the command line does."""
     import typer
 
-    from flagos_doctor.cli import _dispatch
+    from flagos_doctor.cli import one_line_errors
 
     try:
-        _dispatch("flagos_doctor.survey.command", options_from_json(argv[0]))
-    except typer.Exit as exc:  # how _dispatch always ends
+        with one_line_errors():
+            from flagos_doctor.survey import command
+
+            return command.run(options_from_json(argv[0])) or 0
+    except typer.Exit as exc:  # how one_line_errors ends a failed command
         return exc.exit_code
-    return 0
 
 
 if __name__ == "__main__":
