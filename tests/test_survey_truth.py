@@ -61,7 +61,25 @@ def test_a_case_right_every_other_call_is_flaky_and_counts_neither_way(truth_run
     assert "neg\t2d-f32\tFLAKY\tkernel\n" in census
     assert "FLAKY neg [2d-f32]: WRONG, WRONG, PASS" in done.stdout
     confirmed = doc["provenance"]["runs"][-1]["confirm"]
-    assert confirmed["repeats"] == {"repeated": 5, "times": 2, "flaky": 1}
+    assert confirmed["repeats"] == {"repeated": 7, "times": 2, "flaky": 1}
+
+
+def test_a_kernel_right_on_its_first_call_only_fails_every_run_and_is_never_flaky(truth_runs):
+    # flag_gems 4.2.0 on Triton 3.6: a kernel's first launch in a process works, later ones
+    # raise. Judged on one call, a case passed or failed by whether its worker had run that
+    # kernel before, and the repeats called 110 such cases FLAKY on the H200.
+    _, (first, census_a, done), (second, census_b, _) = truth_runs
+    for doc in (first, second):
+        for profile in ("2d-f32", "1d-f32"):
+            found = case(doc, "trunc", profile)
+            assert found["status"] == model.ERROR and found["repeats"] == [model.ERROR] * 3, found
+            assert "TypeError: function takes exactly 25 arguments (21 given)" in found["detail"]
+            assert found["baseline"]["status"] == model.PASS
+        assert doc["overloads"]["trunc"]["verdict"] == model.FAILED
+    # The case that ran first in its process says it passed once: the second call failed.
+    assert any(case(first, "trunc", p)["detail"].startswith("on its second call (the first passed): TypeError")
+               for p in ("2d-f32", "1d-f32"))
+    assert "trunc\t2d-f32\tERROR\tkernel\n" in census_a and "trunc\t1d-f32\tERROR\tkernel\n" in census_b
 
 
 def test_a_failure_the_native_path_shares_is_counted_apart(truth_runs):
@@ -136,7 +154,7 @@ def test_stock_torch_stack_runs_torch_own_kernels(tmp_path):
     assert done.returncode == 0, done.stderr
     doc = load(tmp_path / "t.json")
     assert doc["provenance"]["stack"] == "torch" and doc["provenance"]["device"]["type"] == "cpu"
-    assert doc["summary"]["verdicts"] == {model.STRICT: 4}
+    assert doc["summary"]["verdicts"] == {model.STRICT: 5}
     assert doc["provenance"]["baseline"] is None  # stock torch is its own native path
 
 

@@ -122,7 +122,8 @@ case "$step" in
       --watch torch.nn.Module.register_parameter --json "$OUT/probe-h200-torchclasses.json"
     echo "probe exit: $?"
     if python3 -c "import pytest" 2>/dev/null; then
-      python3 -m pytest -q -p no:cacheprovider tests/test_probe_patients.py 2>&1 | tail -25
+      python3 -m pytest -q -rA -p no:cacheprovider tests/test_probe_patients.py > "$OUT/patients-pytest.log" 2>&1
+      echo "patients pytest exit: $?"; tail -40 "$OUT/patients-pytest.log"
     else
       echo "no pytest on this machine: only the probe above ran"
     fi

@@ -670,17 +670,22 @@ class Tracer:
             return True
         if probe is None:
             return False
+        self.probe_write(probe, owner, value, previous, frame, deleted)
+        return True
+
+    def probe_write(self, probe, owner, value, previous, frame, deleted=False) -> None:
+        """A write to a watched probe, however it was seen (a hooked owner's ``__setattr__``
+        or a 3.12+ dict watcher): torch's own import sets originals; the rest are writes."""
         if self.torch_own_write(frame):
             if probe["resolved"]:
                 self._adopt_original(probe, _MISSING if deleted else value)
-            return True
+            return
         if not probe["resolved"]:
             # Written while its owner still runs its body (an autoloaded plugin writing torch.*):
             # the value before the write is the original.
             probe.update(resolved=True, owner=owner, original=previous, last=previous,
                          history=[previous] if previous is not _MISSING else [])
         self.on_write(probe, _MISSING if deleted else value, previous, frame, kind="delete" if deleted else "write")
-        return True
 
     def _saved_original_of(self, value):
         """The probe whose original (or a value since replaced) ``value`` is; else None.
@@ -944,9 +949,13 @@ class Tracer:
                     if probe is None:
                         return 0
                     value = ctypes.cast(value_ptr, ctypes.py_object).value if value_ptr else _MISSING
+                    # The watcher runs before the dict changes: what it holds now is the previous value.
+                    previous = mapping.get(key, _MISSING) if not probe["resolved"] else probe["last"]
                     tracer.busy = True
                     try:
-                        tracer.on_write(probe, value, probe["last"], sys._getframe(1), kind="write" if value_ptr else "delete")
+                        # The same rules as a hooked write: torch's own import writes are originals
+                        # (on 3.12 they were counted as the stack's: torch.cuda.FloatTensor, torch.empty).
+                        tracer.probe_write(probe, owner, value, previous, sys._getframe(1), deleted=not value_ptr)
                     finally:
                         tracer.busy = False
                 except Exception:

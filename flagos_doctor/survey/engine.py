@@ -10,7 +10,10 @@ One case is one overload run with the inputs of one spec profile:
 3. move another copy to the device with ``.to(device)`` and run the overload there; an
    exception is ERROR (``ExcType: first line``), never raised to the caller;
 4. bring the results back with ``.cpu()`` and judge them (:mod:`.judge`): returned values,
-   ``out=`` buffers and in-place results; random ops on their properties only.
+   ``out=`` buffers and in-place results; random ops on their properties only;
+5. when that passed, run steps 3 and 4 once more in the same process on fresh copies: a
+   kernel right on its first call only (one whose cached launch path is broken) fails the
+   case, its detail opening with :data:`SECOND_CALL`, whatever ran in the worker before.
 
 Contract with the worker::
 
@@ -34,6 +37,8 @@ from flagos_doctor.survey.synth import Case, Declined, adapt_on_device, build_ca
 
 #: Longest detail kept for a case (the first line of an exception, a judging reason).
 DETAIL_LIMIT = 300
+#: Opens the detail of a case whose first device call passed and whose second failed.
+SECOND_CALL = "on its second call (the first passed): "
 
 
 class NoSchema(LookupError):
@@ -134,6 +139,26 @@ class CaseRunner:
         except Exception as exc:
             return _result(model.INVALID_CASE, f"reference: {describe(exc)}")
 
+        first = self._device_arm(op, overload, profile.name, case, seed, alternative, expected, reference_case,
+                                 pristine)
+        if first["status"] != model.PASS:
+            return first
+        # The same case once more in this process, on fresh copies: a kernel must be right on
+        # every call, not only on its first (flag_gems 4.2.0 on Triton 3.6 launches a kernel
+        # it has already compiled with too few arguments). Without this, such a case passes
+        # or fails by whether another case in the same worker ran that kernel before, and two
+        # runs of one stack disagree (the repeats called it FLAKY).
+        first_seconds = self.device_seconds
+        second = self._device_arm(op, overload, profile.name, case, seed, alternative, expected, reference_case,
+                                  pristine)
+        self.device_seconds = first_seconds  # the first call's: where a compile or an autotune shows
+        if second["status"] != model.PASS:
+            return _result(second["status"], SECOND_CALL + second["detail"])
+        return first
+
+    def _device_arm(self, op, overload: str, profile_name: str, case: Case, seed: int, alternative, expected,
+                    reference_case: Case, pristine: dict) -> dict:
+        """Run the overload on the device on a fresh copy of ``case``, and judge it: a result."""
         clock = None
         try:
             device_case = self._to_device(case)
@@ -151,7 +176,7 @@ class CaseRunner:
             if clock is not None:
                 self.device_seconds = time.perf_counter() - clock
 
-        defined = self.spec.implementation_defined_reason(overload, profile.name)
+        defined = self.spec.implementation_defined_reason(overload, profile_name)
         try:
             if defined is not None:
                 problem = self._judge_placement(expected, actual, reference_case, device_case)
