@@ -13,11 +13,12 @@ that renders it; it renders every version of that schema (``flagos-doctor/probe/
 JSON is one view for every schema (:func:`flagos_doctor.files.dump_json`). Adding a format
 is one renderer and one :func:`register` above it; a command names it in :func:`emit`.
 
-Every view renders from exactly what ``--json`` writes: commands hand :func:`emit` the
-document after a round trip through its JSON text (:func:`as_written`), so key order and
-types are those of the file.
+Every view renders from the document alone. Where building a document can leave what a
+JSON file would not keep (tuples, key order), its command hands :func:`emit` the document
+as ``--json`` writes it (:func:`as_written`: report, survey compare, attribution, matrix),
+so every view shows exactly the file.
 
-Parent side: nothing here imports torch, and rich only when a terminal view is shown.
+Parent side: nothing here imports torch (the terminal views import rich).
 """
 
 from __future__ import annotations
