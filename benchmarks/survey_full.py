@@ -15,7 +15,8 @@ its calls (each call pays its worker starts again; the calls are listed). State 
 ``cold`` empties the Triton, FlagGems and inductor caches before its first call. After
 every call the documents ``survey-full-cold.json`` and ``survey-full-warm.json`` are
 written to ``--out`` from what the state holds: top-level ``seconds``, ``overloads``,
-``cases``, ``workers``, ``census_sha256``, where the time went (worker starts, case and
+``cases``, ``workers``, ``census_sha256``, ``hints`` (where each call's timing hints came
+from: ``--hints RESULTS.json``, passed to cold and warm, or the results file resumed), where the time went (worker starts, case and
 device seconds, Triton's compile and autotune counts and seconds as the workers' listeners
 saw them, kernels compiled and autotuning results added to the cache folder, the slowest
 cases),
@@ -101,6 +102,8 @@ def run_phase(args, phase: str, state: dict, ops: list[str] | None) -> None:
             cmd += ["--devices", args.devices]
         if args.no_shared_autotune:
             cmd.append("--no-shared-autotune")
+    if args.hints and phase in ("cold", "warm"):  # only orders the cases: the census is the same
+        cmd += ["--hints", os.path.abspath(args.hints)]
     for flag, value in (("--conf", args.conf), ("--routes", args.routes), ("--device", args.device), ("--spec", args.spec)):
         if value:
             cmd += [flag, value]
@@ -222,6 +225,9 @@ def report(args, state: dict) -> None:
             "workers": last.get("workers"),
             "workers_choice": last.get("workers_choice"),
             "shared_autotune": last.get("shared_autotune"),
+            # where the timing hints came from (--hints, the results file resumed), each call
+            "hints": [run.get("hints") for run in provenance.get("runs") or []],
+            "hints_given": os.path.abspath(args.hints) if args.hints else None,
             "census_sha256": document.get("census_sha256"),
             "census_identical_to_cold": (census == cold_census) if phase == "warm" else None,
             "statuses": document["summary"].get("statuses"),
@@ -261,6 +267,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, help="default: the survey's own pick")
     parser.add_argument("--devices", help="0,1,...")
     parser.add_argument("--no-shared-autotune", action="store_true")
+    parser.add_argument("--hints", metavar="RESULTS.json",
+                        help="cold and warm: a results file whose case seconds order the run (the survey's --hints)")
     parser.add_argument("--sample", type=int, default=26, help="overloads of the per-overload reference")
     parser.add_argument("--timeout", type=float, default=300.0, help="the survey's per-case timeout")
     parser.add_argument("--deadline", type=float, default=520.0, help="seconds a call may run before it stops and keeps its journal")

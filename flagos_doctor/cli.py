@@ -183,6 +183,7 @@ def survey(
     rerun: bool = typer.Option(False, "--rerun", help="Re-run the selected overloads in an existing results file."),
     store: Optional[str] = typer.Option(None, metavar="DIR", help="Results store (default: $FLAGOS_DOCTOR_STORE or ~/.local/share/flagos-doctor/results)."),
     no_store: bool = typer.Option(False, "--no-store", help="Leave the results store alone: do not file this run, nor take timing hints from earlier runs."),
+    hints: Optional[str] = typer.Option(None, metavar="RESULTS.json", help="A survey results file whose case times order this run (slow cases first); it changes no case."),
     compare: Optional[Tuple[str, str]] = typer.Option(None, metavar="A B", help="Compare two runs: results files or commit prefixes."),
     force: bool = typer.Option(False, "--force", help="Compare even when the runs are not comparable."),
     fail_on: str = typer.Option("regression", help="any | regression | never (with --compare)."),
@@ -206,7 +207,7 @@ def survey(
         devices=checks.devices(devices),
         isolation=isolation, tasks=tasks, timeout=timeout, start_timeout=start_timeout, keep_env=keep_env,
         shared_autotune=not no_shared_autotune, output=output, json_path=json_path,
-        census_path=census_path, rerun=rerun, store=store, no_store=no_store, quiet=quiet,
+        census_path=census_path, rerun=rerun, store=store, no_store=no_store, hints=hints, quiet=quiet,
         repeats=repeats, baseline=baseline, native_route=native_route,
         torch_fl_commit=torch_fl_commit,
     )

@@ -51,6 +51,7 @@ class SurveyOptions:
     rerun: bool = False
     store: str | None = None
     no_store: bool = False
+    hints: str | None = None  # a results file whose case seconds order this run (survey/history.py)
     quiet: bool = False
     repeats: int = 2  # times each failing case runs again, in fresh workers
     baseline: str = "native"  # native | none: run failing cases on the stack's native path

@@ -102,13 +102,14 @@ def test_schedule_holds_an_overloads_other_cases_until_its_first_ended():
     schedule = Schedule(tasks)
     # the leads first, in order; a's and b's followers wait
     assert [schedule.take(), schedule.take()] == [("a", ["x"]), ("b", ["x"])]
-    schedule.finished("a")  # a's kernels are in the cache: its followers go before c's lead
+    schedule.finished(("a", ["x"]))  # a's kernels are in the cache: its followers go before c's lead
     assert [schedule.take(), schedule.take(), schedule.take()] == [("a", ["y"]), ("a", ["z"]), ("c", None)]
     assert schedule.figures()["followers_early"] == 0
     # nothing else to do: b's follower goes although b's lead has not ended, and is counted
     assert schedule.take() == ("b", ["y"])
     assert schedule.take() is None and schedule.empty()
-    assert schedule.figures() == {"hold_followers": True, "followers_early": 1}
+    assert schedule.figures() == {"hold_followers": True, "followers_early": 1, "hold_family": True,
+                                  "family_waits": 0, "family_early": 0}
     unheld = Schedule(tasks, hold_followers=False)
     assert [unheld.take() for _ in tasks] == tasks
     # Slow last time (history.slow_first put them first): a's second case does work of its
@@ -117,6 +118,39 @@ def test_schedule_holds_an_overloads_other_cases_until_its_first_ended():
     slow.put_all([("a", ["y"]), ("a", ["x"]), ("b", ["x"]), ("b", ["y"])], unheld=2)
     assert [slow.take(), slow.take(), slow.take()] == [("a", ["y"]), ("a", ["x"]), ("b", ["x"])]
     assert slow.figures()["followers_early"] == 0
+
+
+def test_schedule_holds_a_family_siblings_case_of_the_same_profile_until_the_first_ended():
+    # mm and mm.out (one packet, the same kernels and autotuning keys for a profile): on the
+    # H200 both autotuned 2d-f32 at once. mm.out's 2d case waits while mm's runs or is
+    # earlier and unfinished; its 1d case, whose sibling has ended, does not.
+    tasks = [("mm", ["2d"]), ("mm.out", ["2d"]), ("mm", ["1d"]), ("mm.out", ["1d"]), ("abs", ["2d"])]
+    schedule = Schedule()
+    schedule.put_all(tasks, unheld=4)  # all four slow last time: none waits for its overload's lead
+    assert [schedule.take(), schedule.take()] == [("mm", ["2d"]), ("mm", ["1d"])]
+    assert schedule.take() == ("abs", ["2d"])  # mm.out's cases wait for mm's of their profile
+    schedule.finished(("mm", ["1d"]))
+    assert schedule.take() == ("mm.out", ["1d"])
+    # nothing ready: an idle worker takes the held sibling anyway, counted
+    assert schedule.take() == ("mm.out", ["2d"])
+    assert schedule.take() is None and schedule.empty()
+    figures = schedule.figures()
+    assert figures["hold_family"] is True and figures["family_early"] == 1 and figures["family_waits"] == 2
+    assert figures["followers_early"] == 0
+    # A task of every profile (None, --tasks overloads) stands for each; other families and
+    # names that only share a prefix (addmm vs mm) never wait for each other.
+    whole = Schedule([("conv2d", None), ("conv2d.padding", None), ("conv1d", None), ("addmm", ["2d"])])
+    assert [whole.take(), whole.take(), whole.take()] == [("conv2d", None), ("conv1d", None), ("addmm", ["2d"])]
+    whole.finished(("conv2d", None))
+    assert whole.take() == ("conv2d.padding", None) and whole.figures()["family_early"] == 0
+    # An earlier sibling not yet started holds a later one too; off, the order is the given one.
+    order = [("bmm.out", ["x"]), ("bmm", ["x"])]
+    held = Schedule(order)
+    assert held.take() == ("bmm.out", ["x"])
+    assert Schedule(order, hold_family=False).take() == ("bmm.out", ["x"])
+    free = Schedule(order, hold_family=False)
+    free.take()
+    assert free.take() == ("bmm", ["x"]) and free.figures()["family_early"] == 0
 
 
 def test_census_of_the_default_schedule_equals_the_per_overload_reference(tmp_path):
@@ -133,7 +167,8 @@ def test_census_of_the_default_schedule_equals_the_per_overload_reference(tmp_pa
     census = (tmp_path / "p.census").read_text()
     assert census == (tmp_path / "r.census").read_text()
     assert "trunc\t1d-f32\tCRASH" in census and "cosh\t1d-f32\tERROR" in census
-    assert last_run(tmp_path / "p.json")["schedule"]["hold_followers"] is True
+    schedule = last_run(tmp_path / "p.json")["schedule"]
+    assert schedule["hold_followers"] is True and schedule["hold_family"] is True
 
 
 def test_triton_times_count_a_real_compilation_and_a_cache_hit(tmp_path):
@@ -169,6 +204,51 @@ print(json.dumps([first, times.since(middle), times.since(times.snapshot())]))
     assert first["compiles"] == 1 and first["compile_seconds"] > 0 and first["compile_cache_hits"] == 0
     assert second["compiles"] == 0 and second["compile_cache_hits"] == 1
     assert nothing == {}
+
+
+def test_autotune_figures_around_bench_agree_with_tritons_own_listener(tmp_path):
+    # Triton 3.6 (the H200's) has no knobs.autotuning.listener: there the figures come from
+    # timing around Autotuner._bench. Triton 3.9 here has both, so one process takes them
+    # both ways over the same real Autotuner: the wrapper's counts must be the listener's.
+    # No kernel runs on CPU: the Autotuner's own do_bench parameter stands in for the
+    # device's timing (it times nothing), and each launch after the choice fails, caught.
+    code = r"""
+import json, triton, triton.language as tl
+from flagos_doctor.survey.triton_timing import TritonTimes
+listener, bench = TritonTimes(), TritonTimes()
+assert listener.install() and bench.install(use_listener=False)
+timed = []
+def do_bench(kernel_call, quantiles):
+    timed.append(1)
+    return [2.0, 2.0, 2.0] if len(timed) % 2 else [1.0, 1.0, 1.0]  # the second config wins
+@triton.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"], do_bench=do_bench)
+@triton.jit
+def add_one(x_ptr, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n) + 1, mask=i < n)
+ends = []
+for n in (8, 8, 16):  # a new key, the same key (chosen already), another new key
+    try:
+        add_one[(1,)](0, n)
+    except Exception as exc:  # no device to launch on
+        ends.append(type(exc).__name__)
+print(json.dumps({"listener": listener.snapshot(), "bench": bench.snapshot(), "timed": len(timed), "ends": ends,
+                  "sources": [listener.autotune_source, bench.autotune_source],
+                  "chosen": {str(k): c.kwargs for k, c in add_one.cache.items()}}))
+"""
+    import subprocess
+
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "cache"), TRITON_CACHE_AUTOTUNING="0", PYTHONPATH=REPO_ROOT)
+    script = tmp_path / "autotune_twice.py"
+    script.write_text(code)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["sources"] == ["listener", "bench"]
+    assert got["timed"] == 4 and len(got["ends"]) == 3  # two autotunings of two configs each
+    assert got["listener"]["autotunes"] == got["bench"]["autotunes"] == 2
+    assert got["bench"]["autotune_seconds"] > 0 and got["bench"]["autotune_cache_hits"] == 0
+    assert got["chosen"] == {"(8,)": {"BLOCK": 64}, "(16,)": {"BLOCK": 64}}  # the choice is Triton's own
 
 
 def test_choose_workers_from_cores_memory_and_device():
@@ -210,3 +290,59 @@ def test_the_first_workers_device_memory_lowers_the_worker_count(tmp_path):
     assert run["workers"] == 1 and run["workers_choice"]["limits"]["device_memory"] == 1
     assert "lowered to 1: 3.0 GiB free on the device" in done.stderr
     assert doc["complete"] is False and all(doc["overloads"][name]["cases"] for name in ("abs", "erf", "floor"))
+
+
+def _slowed(source, target, name, profile, seconds=50.0, **comparable):
+    """A copy of results file ``source`` in which ``name`` on ``profile`` took ``seconds``."""
+    with open(source, encoding="utf-8") as handle:
+        doc = json.load(handle)
+    (case,) = [c for c in doc["overloads"][name]["cases"] if c["profile"] == profile]
+    case["seconds"] = seconds
+    doc["comparable"].update(comparable)
+    with open(target, "w", encoding="utf-8") as handle:
+        json.dump(doc, handle)
+
+
+def test_hints_from_a_given_results_file_order_the_run_and_change_no_case(tmp_path):
+    args = ("survey", "--stack", "demo", "--ops", "abs,neg,exp", "--workers", "1", "--no-store", "-q")
+    first = run_cli(*args, "-o", "first.json", "--census", "first.census", cwd=str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    _slowed(tmp_path / "first.json", tmp_path / "hints.json", "exp", "2d-f32")
+    hinted = run_cli(*args, "--hints", "hints.json", "-o", "hinted.json", "--census", "hinted.census", cwd=str(tmp_path))
+    assert hinted.returncode == 0, hinted.stderr
+    run = last_run(tmp_path / "hinted.json")
+    assert run["hints"] == [{"path": str(tmp_path / "hints.json"), "from": "--hints", "cases": 21}]
+    assert run["slow_first"]["first"] == ["exp/2d-f32"]
+    assert (tmp_path / "hinted.census").read_text() == (tmp_path / "first.census").read_text()
+    # A bad hints file is one line, exit 2, before any work (nothing written).
+    (tmp_path / "notresults.json").write_text('{"schema": "something/else"}')
+    for bad in ("missing.json", "notresults.json", str(tmp_path)):
+        refused = run_cli(*args, "--hints", bad, "-o", "x.json", cwd=str(tmp_path))
+        assert refused.returncode == 2, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
+        assert not (tmp_path / "x.json").exists()
+
+
+def test_hints_from_the_store_survive_a_harness_change_but_not_another_route_set(tmp_path):
+    store = tmp_path / "store"
+    conf = tmp_path / "three.conf"  # a whole route set (only complete surveys are filed)
+    conf.write_text("abs = flagos_python\nneg = flagos_python\nexp = flagos_python\n")
+    args = ("survey", "--stack", "demo", "--conf", str(conf), "--workers", "1", "-q", "--store", str(store))
+    first = run_cli(*args, "-o", "first.json", cwd=str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    (filed,) = list((store / "survey").glob("*/*.json"))
+    # The run as an older harness would have filed it (another fingerprint), and one of
+    # another route set; the original gone, so no entry has this survey's fingerprint.
+    _slowed(filed, filed.parent / "0000000000000000.json", "neg", "1d-f32", harness_version="0-older")
+    _slowed(filed, filed.parent / "1111111111111111.json", "abs", "1d-f32", seconds=99.0,
+            harness_version="0-older", route_set_sha256="another")
+    os.utime(filed.parent / "1111111111111111.json", (2e9, 2e9))  # the newest: still not used
+    filed.unlink()
+    again = run_cli(*args, "--rerun", "--no-store", "-o", "second.json", cwd=str(tmp_path))
+    assert again.returncode == 0, again.stderr
+    assert "hints" not in last_run(tmp_path / "second.json")  # --no-store: no store hints
+    again = run_cli(*args, "-o", "third.json", cwd=str(tmp_path))
+    assert again.returncode == 0, again.stderr
+    run = last_run(tmp_path / "third.json")
+    assert run["hints"] == [{"path": str(filed.parent / "0000000000000000.json"), "from": "store, same work"}]
+    assert run["slow_first"]["first"] == ["neg/1d-f32"]

@@ -47,7 +47,11 @@ def case(doc, name, profile):
 @pytest.fixture(scope="module")
 def truth_runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("truth")
-    return tmp, truth_survey(tmp, "first"), truth_survey(tmp, "second")
+    # One worker: the confirmation passes run one after another, so the order of neg's
+    # calls (its counter) is the order of the passes. With more workers the two repeat
+    # passes run at once and which of them gets the wrong call is a race (the census is
+    # the same: test_confirmation_passes_at_once_give_the_census_of_passes_in_turn).
+    return tmp, truth_survey(tmp, "first", "--workers", "1"), truth_survey(tmp, "second", "--workers", "1")
 
 
 def test_a_case_right_every_other_call_is_flaky_and_counts_neither_way(truth_runs):
@@ -108,7 +112,9 @@ def test_two_runs_of_a_stack_with_a_flaky_case_give_the_same_census(truth_runs):
 
 def test_without_repeats_or_baseline_the_same_stack_is_blamed(truth_runs):
     tmp = truth_runs[0]
-    doc, census, _ = truth_survey(tmp, "bare", "--repeats", "0", "--baseline", "none")
+    # One worker, as in truth_runs: with two, an idle worker may take neg's 1d case while its
+    # 2d case runs (nothing else left), and which of them gets the wrong call is a race.
+    doc, census, _ = truth_survey(tmp, "bare", "--repeats", "0", "--baseline", "none", "--workers", "1")
     assert case(doc, "neg", "2d-f32")["status"] == model.WRONG and "repeats" not in case(doc, "neg", "2d-f32")
     assert doc["overloads"]["neg"]["verdict"] == model.BASIC_ONLY
     assert doc["overloads"]["ceil"]["verdict"] == model.FAILED
@@ -117,7 +123,7 @@ def test_without_repeats_or_baseline_the_same_stack_is_blamed(truth_runs):
 
 def test_compare_says_two_runs_differ_only_in_flaky_cases(truth_runs):
     tmp, (first, _, _), _ = truth_runs
-    truth_survey(tmp, "once", "--repeats", "0")  # neg 2d-f32 stays WRONG; the baseline still runs
+    truth_survey(tmp, "once", "--repeats", "0", "--workers", "1")  # neg 2d-f32 stays WRONG; the baseline still runs
     done = run_cli("survey", "--compare", str(tmp / "once.json"), str(tmp / "first.json"), "--json", "-", cwd=str(tmp))
     comparison = json.loads(done.stdout[: done.stdout.rindex("}") + 1])
     assert comparison["flaky_only"] is True
@@ -214,7 +220,7 @@ def test_a_survey_killed_while_confirming_carries_on_from_the_last_pass(tmp_path
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([FIXTURES, REPO_ROOT]),
            "TRUTHSTACK_COUNTER": str(tmp_path / "counter")}
     args = [sys.executable, "-m", "flagos_doctor", "survey", "--stack", "truthstack", "--conf", TRUTH_CONF,
-            "--spec", TRUTH_SPEC, "--no-store", "-o", "s.json"]
+            "--spec", TRUTH_SPEC, "--no-store", "-o", "s.json", "--workers", "1"]  # one pass at a time
     survey = subprocess.Popen(args, cwd=str(tmp_path), env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True)
     seen = []
@@ -236,6 +242,31 @@ def test_a_survey_killed_while_confirming_carries_on_from_the_last_pass(tmp_path
     failing = [c for e in final["overloads"].values() for c in e["cases"] if c["status"] != model.PASS]
     assert failing and all(len(c["repeats"]) == 3 and "baseline" in c for c in failing)
     assert final["summary"]["native_also"] == 2
+
+
+def test_confirmation_passes_at_once_give_the_census_of_passes_in_turn(tmp_path):
+    # ceil (wrong here and on the native path) and floor (wrong here only), 2 profiles
+    # each: 4 failures, each run twice more and once on the native path. One worker runs
+    # the three passes one after another; three run them side by side, one worker each.
+    def confirmed(name, workers):
+        doc, census, done = truth_survey(tmp_path, name, "--ops", "abs,ceil,floor", "--workers", workers)
+        cases = {(n, c["profile"]): (c["status"], c.get("repeats"), c.get("baseline"))
+                 for n, e in doc["overloads"].items() for c in e["cases"]}
+        verdicts = {n: e["verdict"] for n, e in doc["overloads"].items()}
+        return census, cases, verdicts, doc["summary"], doc["provenance"]["runs"][-1]["confirm"]
+
+    in_turn = confirmed("turn", "1")
+    at_once = confirmed("once", "3")
+    assert at_once[:4] == in_turn[:4]
+    cases = in_turn[1]
+    assert cases[("ceil", "2d-f32")] == (model.WRONG, [model.WRONG] * 3, {"status": model.WRONG, "detail": cases[("ceil", "2d-f32")][2]["detail"]})
+    assert cases[("floor", "1d-f32")][1:] == ([model.WRONG] * 3, {"status": model.PASS, "detail": ""})
+    assert in_turn[3]["native_also"] == 2
+    assert in_turn[4]["passes"] == {"count": 3, "at_once": 1, "workers": 1}
+    assert at_once[4]["passes"] == {"count": 3, "at_once": 3, "workers": 3}
+    for figures in (in_turn[4], at_once[4]):
+        assert figures["repeats"] == {"repeated": 4, "times": 2, "flaky": 0}
+        assert figures["baseline"]["cases"] == 4 and figures["baseline"]["native_also"] == 2
 
 
 def test_bad_confirmation_options_are_one_line_exit_2(tmp_path):

@@ -27,7 +27,9 @@
 # Environment: WORKERS (pooled workers; per device for scale; full: default the survey's own
 # pick), DEVICES (speed, full: GPUs to use,
 # e.g. 0), TASKS (cases | overloads: the pooled arm's --tasks), SURVEY_SECONDS (survey: stop
-# and keep the journal after this long). TORCH_FL_SHARED (torch_fl step): the folder holding
+# and keep the journal after this long), HINTS (full cold|warm: timing hints, --hints; HINTS=1
+# is the committed surveys/results/flag_gems-5.0.2-h200.json, any other value a results file:
+# the slow cases start first on a fresh machine; the benchmark JSON records it). TORCH_FL_SHARED (torch_fl step): the folder holding
 # shared/torch-fl's files (default: shared/torch-fl, else ../shared/torch-fl).
 #
 # Wheels (not in the repository; see the README, "What ran on real hardware"): .whl/deps (sqlalchemy,
@@ -200,7 +202,8 @@ case "$step" in
   full)  # state in $WORK/full survives between calls while the machine stays warm
     export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO
     python3 benchmarks/survey_full.py "$2" --stack flag_gems --state "$WORK/full" --out "$OUT" \
-      ${WORKERS:+--workers "$WORKERS"} ${DEVICES:+--devices "$DEVICES"} --timeout 300 --deadline "${SURVEY_SECONDS:-480}"
+      ${WORKERS:+--workers "$WORKERS"} ${DEVICES:+--devices "$DEVICES"} --timeout 300 --deadline "${SURVEY_SECONDS:-480}" \
+      ${HINTS:+--hints "$( [ "$HINTS" = 1 ] && echo surveys/results/flag_gems-5.0.2-h200.json || echo "$HINTS" )"}
     echo "full $2 exit: $?"
     cp "$WORK/full/state.json" "$OUT/survey-full-state.json" 2>/dev/null
     # The phase's results and census: cold is also the committed flag_gems survey (issue 14),

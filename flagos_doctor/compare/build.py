@@ -41,7 +41,7 @@ from flagos_doctor.survey import comparable, results
 ARM_OWN = {"json_path": None, "census_path": None, "rerun": False, "store": None, "no_store": True,
            "quiet": True}
 #: Path options, made absolute: the child runs in another folder.
-PATHS = ("conf", "spec")
+PATHS = ("conf", "spec", "hints")
 
 
 def arm_options(options: SurveyOptions, output: str) -> SurveyOptions:

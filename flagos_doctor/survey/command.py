@@ -59,6 +59,8 @@ def _validate(options: SurveyOptions) -> None:
     if options.repeats < 0:
         raise BadInput("--repeats must be 0 or more")
     checks.interpreter(options.python, "--python")
+    if options.hints is not None and not options.hints:
+        raise BadInput("--hints needs a survey results file")
     # Every place the survey will write, tried now: not after an hour of cases.
     checks.writable_file(options.output or default_output(options.stack), "--output")
     checks.writable_file(options.census_path, "--census")
@@ -154,6 +156,9 @@ def run(options: SurveyOptions) -> int:
 
 def _run(options: SurveyOptions) -> int:
     _validate(options)
+    # A results file whose case seconds order this run (:mod:`.history`): read and checked
+    # before any work, a bad one is one line.
+    given_hints = results.load(options.hints) if options.hints else None
     spec = _load_spec(options.spec)
     spec_dict = spec.to_dict()
     config = pool_module.WorkerConfig(
@@ -170,7 +175,7 @@ def _run(options: SurveyOptions) -> int:
                                per_overload=options.isolation == "per-overload")
         workers = pool_module.Pool(config, choice.workers, per_overload=options.isolation == "per-overload")
         try:
-            return _survey(options, spec, spec_dict, config, workers, choice)
+            return _survey(options, spec, spec_dict, config, workers, choice, given_hints)
         finally:
             workers.close()
 
@@ -185,7 +190,7 @@ def _say_workers(options: SurveyOptions, choice: sizing.Choice) -> None:
 
 
 def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.WorkerConfig,
-            workers: pool_module.Pool, choice: sizing.Choice) -> int:
+            workers: pool_module.Pool, choice: sizing.Choice, given_hints: dict | None = None) -> int:
     source = _listing_source(options)
     first = None
     if source is not None and (source == "stack" or options.stack == source):
@@ -268,11 +273,13 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
 
         tasks = plan_tasks([name for name in selected if name not in journal.finished], journal,
                            [profile.name for profile in spec.profiles], task_size)
-        hints, sources = _timing_hints(options, journal)
+        hints, sources = _timing_hints(options, journal, given_hints)
         tasks, slow = history.slow_first(tasks, hints)
+        if sources:
+            this_run["hints"] = sources
         if slow:
             this_run["slow_first"] = {
-                "hints": sources, "tasks": slow,
+                "hints": [source["path"] for source in sources], "tasks": slow,
                 "first": [name + ("/" + ",".join(profiles) if profiles else "") for name, profiles in tasks[:min(slow, 10)]],
             }
         outstanding = Counter(name for name, _ in tasks)  # tasks left per overload
@@ -405,20 +412,28 @@ def _confirm(options: SurveyOptions, config: pool_module.WorkerConfig, journal: 
     return False
 
 
-def _timing_hints(options: SurveyOptions, journal: Journal) -> tuple[dict, list[str]]:
-    """How long each case took in the last run of this setup (:mod:`.history`), and where from."""
+def _timing_hints(options: SurveyOptions, journal: Journal, given: dict | None) -> tuple[dict, list[dict]]:
+    """How long each case took in earlier runs (:mod:`.history`), and where from: a list of
+    {"path", "from"} ("store": the same fingerprint; "store, same work": the same stack,
+    route set and device under another harness, spec or torch; "--hints"; "results file":
+    the one resumed or rerun), later ones winning."""
     hints: dict = {}
-    sources: list[str] = []
+    sources: list[dict] = []
     if not options.no_store:
-        found, path = history.from_store(Store(options.store), comparable.fingerprint(journal.comparable))
+        found, path, how = history.from_store(Store(options.store), comparable.fingerprint(journal.comparable),
+                                              journal.comparable)
         if path:
             hints.update(found)
-            sources.append(path)
+            sources.append({"path": path, "from": "store" if how == "fingerprint" else "store, same work"})
+    if given is not None:
+        found = history.from_document(given)
+        hints.update(found)
+        sources.append({"path": os.path.abspath(options.hints), "from": "--hints", "cases": len(found)})
     if journal.previous:  # this results file, resumed or rerun: the same setup by construction
         own = history.from_document(journal.previous)
         if own:
             hints.update(own)
-            sources.append(journal.output)
+            sources.append({"path": journal.output, "from": "results file"})
     return hints, sources
 
 

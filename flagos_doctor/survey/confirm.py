@@ -15,10 +15,16 @@ A failure a survey reports must belong to the stack. Two things make one that do
   "detail"}``. A failure the baseline shares does not count against the verdict
   (:func:`.verdicts.is_native_also`).
 
+The repeat passes and the baseline pass run at the same time, each in workers started for
+it, at most the run's worker count in all (:func:`confirm`); what each one runs and records
+is what it did one after another.
+
 Cases whose ``"repeats"`` are complete (or that have a ``"baseline"``) were confirmed by an
-earlier run of the same results file and are left alone. The caller saves the results file
-after each pass (``save``), so a survey stopped while confirming (a time limit, Ctrl-C)
-carries on from the last pass when run again; a pass cut short is run again whole.
+earlier run of the same results file and are left alone. Each pass's records are applied
+in the order the passes had one after another, and the caller saves the results file after
+each (``save``), so a survey stopped while confirming (a time limit, Ctrl-C) carries on from
+the last pass applied when run again; a pass cut short, or ended but not yet applied, is
+run again whole.
 """
 
 from __future__ import annotations
@@ -48,15 +54,19 @@ def to_baseline(finished: dict[str, list[dict]]) -> list[tuple[str, dict]]:
             if case["status"] in wanted and case["profile"] != "-" and "baseline" not in case]
 
 
-def run_cases(config: WorkerConfig, workers: int, pairs: list[tuple[str, dict]], note=None) -> tuple[dict, str | None]:
+def run_cases(config: WorkerConfig, workers: int, pairs: list[tuple[str, dict]], note=None,
+              pools: list | None = None) -> tuple[dict, str | None]:
     """Run the cases of ``pairs`` once in a fresh pool; ({(overload, profile): record}, failure).
 
     ``failure`` says why the pool stopped early (its workers could not start), else None.
+    The pool is added to ``pools`` while it runs (so another thread can stop it).
     """
     tasks = [(name, [case["profile"]]) for name, case in pairs]
     found: dict = {}
     failure = None
     pool = Pool(dataclasses.replace(config, scratch=""), workers)
+    if pools is not None:
+        pools.append(pool)
     try:
         slots = pool.run(tasks)
         while slots:
@@ -75,81 +85,196 @@ def run_cases(config: WorkerConfig, workers: int, pairs: list[tuple[str, dict]],
     return found, failure
 
 
-def repeat(config: WorkerConfig, workers: int, finished: dict[str, list[dict]], times: int, note=None,
-           save=None) -> dict:
-    """Run every failure until it has run ``times`` more times; mark the FLAKY ones.
-
-    Each pass appends one status to each case's ``"repeats"`` (the first is the survey's
-    own) and its detail to ``"repeat_details"``; a case whose statuses differ becomes FLAKY.
-    ``save()`` is called after each pass. Returns figures.
-    """
-    figures = {"repeated": len(to_repeat(finished, times)), "times": times, "flaky": 0}
-    while times > 0:
-        pairs = to_repeat(finished, times)
-        if not pairs:
-            break
-        if note:
-            done = min(len(case.get("repeats") or [case["status"]]) for _, case in pairs)
-            note(f"running {len(pairs)} failing case(s) again ({done} of {times}), in fresh workers")
-        found, failure = run_cases(config, workers, pairs, note)
-        if failure:
-            figures["failure"] = failure
-            break
-        progressed = False
-        for name, case in pairs:
-            record = found.get((name, case["profile"]))
-            if record is None:
-                continue
-            progressed = True
-            statuses = case.setdefault("repeats", [case["status"]])
-            statuses.append(record["status"])
-            case.setdefault("repeat_details", []).append({k: record[k] for k in _KEPT if k in record})
-            if len(set(statuses)) > 1 and case["status"] != model.FLAKY:
-                case["status"] = model.FLAKY
-                figures["flaky"] += 1
-        if save:
-            save()
-        if not progressed:  # nothing came back (stopped): do not spin
-            break
-    return figures
+def _plan_repeats(finished: dict[str, list[dict]], times: int) -> list[list[tuple[str, dict]]]:
+    """The repeat passes still to run, in order: pass ``i`` holds the failures that lack
+    more than ``i`` repeats (what :func:`to_repeat` gives before pass ``i`` when every pass
+    before it came back whole)."""
+    pending = to_repeat(finished, times)
+    lacking = {id(case): times + 1 - len(case.get("repeats") or [case["status"]]) for _, case in pending}
+    passes = []
+    for index in range(max(lacking.values(), default=0)):
+        passes.append([(name, case) for name, case in pending if lacking[id(case)] > index])
+    return passes
 
 
-def baseline(config: WorkerConfig, workers: int, finished: dict[str, list[dict]], overloads: list[str],
-             native_route: str | None, note=None, save=None) -> dict:
-    """Run every failing or flaky case once on the native path; returns figures."""
-    pairs = to_baseline(finished)
-    figures = {"cases": len(pairs), "native_also": 0}
-    if not pairs:
-        return figures
-    if note:
-        note(f"running {len(pairs)} failing or flaky case(s) on the native path")
-    native = dataclasses.replace(config, baseline=True, baseline_overloads=list(overloads), native_route=native_route)
-    found, failure = run_cases(native, workers, pairs, note)
-    if failure:
-        figures["failure"] = failure
+def _apply_repeat(pairs: list[tuple[str, dict]], found: dict, figures: dict) -> bool:
+    """One repeat pass's records onto its cases; False when nothing came back."""
+    progressed = False
+    for name, case in pairs:
+        record = found.get((name, case["profile"]))
+        if record is None:
+            continue
+        progressed = True
+        statuses = case.setdefault("repeats", [case["status"]])
+        statuses.append(record["status"])
+        case.setdefault("repeat_details", []).append({k: record[k] for k in _KEPT if k in record})
+        if len(set(statuses)) > 1 and case["status"] != model.FLAKY:
+            case["status"] = model.FLAKY
+            figures["flaky"] += 1
+    return progressed
+
+
+def _apply_baseline(pairs: list[tuple[str, dict]], found: dict, figures: dict) -> None:
     for name, case in pairs:
         record = found.get((name, case["profile"]))
         if record is None:
             continue
         case["baseline"] = {"status": record["status"], "detail": record.get("detail", "")}
         figures["native_also"] += case["status"] == record["status"]
-    if save:
-        save()
-    return figures
+
+
+def _shares(workers: int, sizes: list[int]) -> list[int]:
+    """Workers for passes of ``sizes`` cases run at once: ``workers`` in all, at least one
+    each, none more than its cases, the rest spread from the first pass on."""
+    share = [1] * len(sizes)
+    spare = workers - len(sizes)
+    while spare > 0:
+        grown = False
+        for index, size in enumerate(sizes):
+            if spare and share[index] < size:
+                share[index] += 1
+                spare -= 1
+                grown = True
+        if not grown:
+            break
+    return share
+
+
+def _run_concurrently(passes: list[tuple[WorkerConfig, list]], workers: int, note=None, done=None,
+                      starting=None) -> list:
+    """Run ``passes`` ((config, pairs)) in pools of their own, at most ``workers`` workers
+    at once in all: in waves of up to ``workers`` passes, the passes of a wave side by side.
+
+    ``done(index, (found, failure))`` is called as each pass ends (from the caller's
+    thread, in any order). Returns each pass's (found, failure), in order.
+    """
+    import queue
+    import threading
+
+    outcomes: list = [None] * len(passes)
+    pools: list = []
+    for first in range(0, len(passes), max(1, workers)):
+        wave = list(range(first, min(len(passes), first + max(1, workers))))
+        shares = _shares(workers, [len(passes[i][1]) for i in wave])
+        if starting:
+            for index in wave:
+                starting(index)
+        if len(wave) == 1:  # one pass: run it here (a Ctrl-C reaches its pool at once)
+            outcomes[wave[0]] = run_cases(passes[wave[0]][0], shares[0], passes[wave[0]][1], note)
+            if done:
+                done(wave[0], outcomes[wave[0]])
+            continue
+        ended: queue.Queue = queue.Queue()
+
+        def one(index: int, count: int) -> None:
+            try:
+                ended.put((index, run_cases(passes[index][0], count, passes[index][1], note, pools)))
+            except Exception as exc:  # a bug of ours must not hang the wave
+                ended.put((index, ({}, f"internal: {type(exc).__name__}: {exc}")))
+
+        threads = [threading.Thread(target=one, args=(index, count), daemon=True)
+                   for index, count in zip(wave, shares)]
+        for thread in threads:
+            thread.start()
+        try:
+            for _ in wave:
+                index, outcome = ended.get()
+                outcomes[index] = outcome
+                if done:
+                    done(index, outcome)
+        except BaseException:  # Ctrl-C, SIGTERM: no pass goes on in the background
+            for pool in list(pools):
+                pool.stop()
+            for thread in threads:
+                thread.join(timeout=30)
+            raise
+    return outcomes
 
 
 def confirm(config: WorkerConfig, workers: int, finished: dict[str, list[dict]], *, repeats: int,
             baseline_label: str | None, overloads: list[str], native_route: str | None, note=None,
             save=None) -> dict:
-    """Repeat the failures, then run them on the native path when the stack has one.
+    """Repeat the failures, and run them on the native path when the stack has one.
 
     Edits the case records of ``finished`` in place; returns what was done, for the run's
     provenance.
+
+    The repeat passes and the baseline pass run at the same time, each in a pool of workers
+    started for it (never the process that failed), at most ``workers`` workers in all; on
+    the H200 the three passes one after another were three worker starts in a row (about
+    8.5 s each: ``import torch, flag_gems``) of the 36.5 s confirmation took. What each pass
+    runs is what it ran one after another: the passes of the repeats differ only in when
+    they run, and the baseline runs every main-pass failure, each of which is still failing
+    or FLAKY after its repeats. Their records are applied in the order the passes had run
+    one after another (repeats in order, the baseline last, which counts a case as
+    ``native_also`` against its status after its repeats), and the results file is saved
+    (``save()``) as each one is applied; a repeat pass whose pool failed, or that brought
+    nothing back, ends the repeats there as before, and the later ones' records are dropped.
+    So the census, the verdicts and every case record are those of the passes run one after
+    another.
     """
     clock = time.monotonic()
-    done: dict = {"repeats": repeat(config, workers, finished, repeats, note, save)}
+    repeat_passes = _plan_repeats(finished, repeats)
+    base_pairs = to_baseline(finished) if baseline_label else []
+    rep_figures = {"repeated": len(to_repeat(finished, repeats)), "times": repeats, "flaky": 0}
+    base_figures = {"cases": len(base_pairs), "native_also": 0}
+    passes = [(config, pairs) for pairs in repeat_passes]
+    if base_pairs:
+        native = dataclasses.replace(config, baseline=True, baseline_overloads=list(overloads),
+                                     native_route=native_route)
+        passes.append((native, base_pairs))
+    runs_before = [times_done(pairs, repeats) for pairs in repeat_passes]  # before any pass is applied
+
+    def starting(index: int) -> None:
+        if not note:
+            return
+        if index < len(repeat_passes):
+            pairs = repeat_passes[index]
+            note(f"running {len(pairs)} failing case(s) again ({runs_before[index] + index} of {repeats}), "
+                 "in fresh workers")
+        else:
+            note(f"running {len(base_pairs)} failing or flaky case(s) on the native path")
+    outcomes: dict[int, tuple] = {}
+    applied = {"next": 0, "stopped": False}
+
+    def apply_ready() -> None:
+        # apply, in order, every pass whose predecessors are applied
+        while applied["next"] < len(passes) and applied["next"] in outcomes:
+            index = applied["next"]
+            found, failure = outcomes[index]
+            applied["next"] += 1
+            if index < len(repeat_passes):
+                if applied["stopped"]:
+                    continue
+                if failure:
+                    rep_figures["failure"] = failure
+                    applied["stopped"] = True
+                    continue
+                if not _apply_repeat(repeat_passes[index], found, rep_figures):
+                    applied["stopped"] = True  # nothing came back (stopped)
+                    continue
+            else:
+                if failure:
+                    base_figures["failure"] = failure
+                _apply_baseline(base_pairs, found, base_figures)
+            if save:
+                save()
+
+    def ended(index: int, outcome: tuple) -> None:
+        outcomes[index] = outcome
+        apply_ready()
+
+    shares_first = min(len(passes), max(1, workers))
+    _run_concurrently(passes, workers, note, ended, starting)
+    done: dict = {"repeats": rep_figures}
     if baseline_label:
-        done["baseline"] = {"label": baseline_label,
-                            **baseline(config, workers, finished, overloads, native_route, note, save)}
+        done["baseline"] = {"label": baseline_label, **base_figures}
+    done["passes"] = {"count": len(passes), "at_once": shares_first if passes else 0, "workers": workers}
     done["seconds"] = round(time.monotonic() - clock, 3)
     return done
+
+
+def times_done(pairs: list[tuple[str, dict]], times: int) -> int:
+    """How many runs the least run of ``pairs`` had before the confirmation, the survey's own
+    included (for the note)."""
+    return min(len(case.get("repeats") or [case["status"]]) for _, case in pairs) if pairs else times

@@ -6,8 +6,14 @@ Surveys are run again and again (each commit of a compare), so the last run of t
 setup says which cases are slow; the survey hands those out first. Hints only order the
 work: the cases, their verdicts and the census are the same in any order.
 
-Sources, newest wins: the newest run in the results store with the same fingerprint (the
-comparable fields without the commit), then the results file being resumed or rerun.
+Sources, later wins: the newest run in the results store with the same fingerprint (the
+comparable fields without the commit), or when there is none the newest run of the same
+stack, route set and device under another harness version, spec or torch (a new harness
+version would otherwise start with no hints at all, although its slow cases are the same
+kernels autotuning); then a results file given with ``--hints`` (a run on another machine,
+a committed one: ``surveys/results/flag_gems-5.0.2-h200.json``); then the results file
+being resumed or rerun. Hints only order work, so a looser match can cost time, never
+change a case. The run's provenance says which sources were used.
 Standard library only (the parent reads this).
 """
 
@@ -34,26 +40,60 @@ def from_document(document: dict) -> dict[tuple[str, str], float]:
     return seconds
 
 
-def from_store(store: Store, fingerprint: str) -> tuple[dict[tuple[str, str], float], str | None]:
-    """The hints of the newest survey filed in ``store`` with ``fingerprint``, and its path.
+#: The comparable fields a store run must share with this survey to give hints when its
+#: fingerprint differs: the same stack, route set and device (so the same kernels run).
+SAME_WORK = ("stack", "route_set_sha256", "device_type", "device")
 
-    A store file that cannot be read gives no hints (they are an optimisation, never a
-    reason to stop a survey).
-    """
+
+def _newest_first(entries: list) -> list:
     def modified(entry) -> float:
         try:
             return os.path.getmtime(entry.path)
         except OSError:  # removed meanwhile
             return float("-inf")
 
-    entries = [e for e in store.entries("survey") if e.fingerprint == fingerprint]
-    for entry in sorted(entries, key=modified, reverse=True):
+    return sorted(entries, key=modified, reverse=True)
+
+
+def _read(path: str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except (OSError, ValueError, RecursionError):
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def from_store(store: Store, fingerprint: str, comparable: dict | None = None) -> tuple[dict[tuple[str, str], float], str | None, str | None]:
+    """The hints of the newest survey filed in ``store`` with ``fingerprint``; when there is
+    none and ``comparable`` (this survey's record) is given, of the newest one that shares
+    its :data:`SAME_WORK` fields. Returns (hints, path, how: "fingerprint" or "same work").
+
+    A store file that cannot be read gives no hints (they are an optimisation, never a
+    reason to stop a survey).
+    """
+    entries = store.entries("survey")
+    for entry in _newest_first([e for e in entries if e.fingerprint == fingerprint]):
+        document = _read(entry.path)
         try:
-            with open(entry.path, encoding="utf-8") as handle:
-                return from_document(json.load(handle)), entry.path
-        except (OSError, ValueError, AttributeError, TypeError, RecursionError):
+            if document is not None:
+                return from_document(document), entry.path, "fingerprint"
+        except (AttributeError, TypeError):
             continue
-    return {}, None
+    if comparable is None:
+        return {}, None, None
+    for entry in _newest_first([e for e in entries if e.fingerprint != fingerprint]):
+        document = _read(entry.path)
+        record = document.get("comparable") if document is not None else None
+        if not isinstance(record, dict) or any(record.get(k) != comparable.get(k) for k in SAME_WORK):
+            continue
+        try:
+            found = from_document(document)
+        except (AttributeError, TypeError):
+            continue
+        if found:
+            return found, entry.path, "same work"
+    return {}, None, None
 
 
 def task_seconds(task: tuple, hints: dict[tuple[str, str], float]) -> float:

@@ -264,7 +264,7 @@ class Pool:
         self.workers = max(1, workers)
         self.per_overload = per_overload
         self.events: queue.Queue = queue.Queue()
-        self._tasks = Schedule()  # an overload's other cases wait for its first (see schedule.py)
+        self._tasks = Schedule()  # an overload's other cases wait for its first, a family's for its sibling (schedule.py)
         self._limit = self.workers  # slots at or above it take no task (lower_limit)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -382,13 +382,13 @@ class Pool:
                     break
                 name, profiles = task
                 if name in self._given_up:  # NO_SCHEMA: its other profiles have nothing to run
-                    self._tasks.finished(name)
+                    self._tasks.finished(task)
                     report(Event("end", name, {"slot": slot, "skipped": True}))
                     continue
                 try:
                     worker = self._run_overload(slot, worker, name, profiles, report)
                 finally:
-                    self._tasks.finished(name)
+                    self._tasks.finished(task)
                 if self.per_overload and worker is not None:
                     worker.close()
                     worker = None

@@ -121,7 +121,10 @@ class Worker:
 
         times = TritonTimes()
         self.triton_times = times if times.install() else None
-        self.channel.emit({"record": "ready", "device": device, "provenance": provenance(self.stack, device),
+        found = provenance(self.stack, device)
+        if self.triton_times is not None:  # how the cases' autotune figures were taken (triton_timing.py)
+            found["triton_autotune_figures"] = times.autotune_source
+        self.channel.emit({"record": "ready", "device": device, "provenance": found,
                            "baseline": self.stack.baseline_label()})
         return True
 
