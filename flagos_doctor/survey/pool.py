@@ -28,7 +28,7 @@ from flagos_doctor.stacks import evidence
 from flagos_doctor.survey import model, scratch
 from flagos_doctor.survey.schedule import Schedule
 
-WORKER_MODULE = "flagos_doctor.survey.worker"
+WORKER_MODULE = "flagos_doctor.survey.child.worker"
 #: A replacement worker that cannot start this many times in a row ends the survey.
 MAX_START_FAILURES = 3
 #: An overload whose worker dies this many times before any of its cases started gets one

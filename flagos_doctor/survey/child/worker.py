@@ -1,6 +1,6 @@
 """The survey worker: a child process that imports the stack once and runs many cases.
 
-Started by :mod:`flagos_doctor.survey.pool` as ``python -m flagos_doctor.survey.worker``;
+Started by :mod:`flagos_doctor.survey.pool` as ``python -m flagos_doctor.survey.child.worker``;
 requests and records travel over :mod:`flagos_doctor.channel`. After the stack is set up,
 file descriptors 1 and 2 point at a capture file the parent named, so whatever a case
 prints (torch_fl's dispatch and fallback lines, a CUDA error, a traceback before a crash)
@@ -100,7 +100,7 @@ class Worker:
             if request.get("device"):
                 device = request["device"]
             if not request.get("list_only"):
-                from flagos_doctor.survey.engine import CaseRunner
+                from flagos_doctor.survey.child.engine import CaseRunner
                 from flagos_doctor.survey.spec import load_spec
 
                 self.runner = CaseRunner(device=device, spec=load_spec(request.get("spec")))
@@ -117,7 +117,7 @@ class Worker:
             return False
         if request.get("capture"):
             self.capture = Capture(request["capture"])
-        from flagos_doctor.survey.triton_timing import TritonTimes
+        from flagos_doctor.survey.child.triton_timing import TritonTimes
 
         times = TritonTimes()
         self.triton_times = times if times.install() else None
@@ -131,7 +131,7 @@ class Worker:
     # -- one overload -------------------------------------------------------------------
     def overload(self, request: dict) -> bool:
         """Run the cases of one overload; return False when the worker must end (poison)."""
-        from flagos_doctor.survey.engine import NoSchema
+        from flagos_doctor.survey.child.engine import NoSchema
 
         name = request["name"]
         try:
