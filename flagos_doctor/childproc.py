@@ -77,6 +77,8 @@ class ChildEnd:
 
 _folder_lock = threading.Lock()
 _folder: list[str] = []
+#: ``<tmp>/flagos-doctor-path-<pid>-<random>``: the pid says whose it is once it is left behind.
+FOLDER_PREFIX = "flagos-doctor-path-"
 
 
 def package_folder() -> str:
@@ -84,12 +86,37 @@ def package_folder() -> str:
     removed when it exits (the children it serves have ended by then)."""
     with _folder_lock:
         if not _folder:
-            folder = tempfile.mkdtemp(prefix="flagos-doctor-path-")
+            _remove_left_behind()
+            folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")
             package = os.path.dirname(os.path.realpath(__file__))
             os.symlink(package, os.path.join(folder, "flagos_doctor"))
             atexit.register(shutil.rmtree, folder, True)
             _folder.append(folder)
         return _folder[0]
+
+
+def _remove_left_behind() -> None:
+    """Remove the folders of this user's earlier processes that ended without running their
+    exit hooks (SIGKILL, SIGTERM): those whose pid is gone. A live pid, even one reused by
+    another program, keeps its folder; the folder holds a link only, never what it points to."""
+    root = tempfile.gettempdir()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(FOLDER_PREFIX):].split("-", 1)[0] if name.startswith(FOLDER_PREFIX) else ""
+        if not pid.isdigit():
+            continue
+        path = os.path.join(root, name)
+        try:
+            if os.lstat(path).st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:  # another user's process, or not ours to look at
+            continue
 
 
 def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
