@@ -164,7 +164,7 @@ def where_the_time_went(document: dict, record: dict) -> dict:
     runs = document["provenance"].get("runs") or []
     starts = [run.get("worker_starts") or {} for run in runs]
     added = record.get("cache_added") or []
-    triton = {}  # the workers' own figures (survey/triton_timing.py), summed over cases
+    triton = {}  # the workers' own figures (survey/child/triton_timing.py), summed over cases
     for entry in document["overloads"].values():
         for case in entry.get("cases") or []:
             for key, value in (case.get("triton") or {}).items():

@@ -4,6 +4,11 @@ Records are JSON objects, one per line, written straight to a pipe file descript
 ``os.write``: nothing is buffered in the child, so a child that segfaults, aborts or hangs
 has already delivered every record it emitted before that moment.
 
+One record shape for every child (probe, survey worker, report's environment child): a
+record names what it is under ``"record"`` (``{"record": "case", "overload": ..., ...}``),
+its other keys are that record's fields; a request names its operation under ``"op"``
+(``{"op": "overload", "name": ...}``). Each child module's docstring lists its records.
+
 The child finds its two descriptors in the environment variable ``FLAGOS_DOCTOR_CHANNEL``
 (``"<read_fd>,<write_fd>"``). This module is imported by children before torch, so it uses
 the standard library alone.

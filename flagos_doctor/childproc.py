@@ -10,16 +10,26 @@ The child's end is learnt from the process itself (a pidfd, or polling where the
 none), not only from the end of its record pipe: a kernel that forks and then crashes
 leaves a grandchild holding the pipe open, and waiting for EOF would turn a crash into a
 timeout. When the child has ended, what is left of its process group is killed.
+
+Every child runs one of our modules with an interpreter the user chose, so every child is
+launched under one import-path policy (:func:`child_env`): a folder holding only a link to
+this flagos_doctor goes first on ``PYTHONPATH``. First, so that the child's half of the
+channel is the parent's version; only a link, because our install folder (a
+``site-packages``) on the path would lend the chosen interpreter every package installed
+beside us (torch, flag_gems, triton), and the child would use and report them as the stack's.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 
@@ -65,6 +75,60 @@ class ChildEnd:
         return f"exited with status {self.returncode}"
 
 
+_folder_lock = threading.Lock()
+_folder: list[str] = []
+#: ``<tmp>/flagos-doctor-path-<pid>-<random>``: the pid says whose it is once it is left behind.
+FOLDER_PREFIX = "flagos-doctor-path-"
+
+
+def package_folder() -> str:
+    """A folder holding only a link to this flagos_doctor package, made once per process and
+    removed when it exits (the children it serves have ended by then)."""
+    with _folder_lock:
+        if not _folder:
+            _remove_left_behind()
+            folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")
+            package = os.path.dirname(os.path.realpath(__file__))
+            os.symlink(package, os.path.join(folder, "flagos_doctor"))
+            atexit.register(shutil.rmtree, folder, True)
+            _folder.append(folder)
+        return _folder[0]
+
+
+def _remove_left_behind() -> None:
+    """Remove the folders of this user's earlier processes that ended without running their
+    exit hooks (SIGKILL, SIGTERM): those whose pid is gone. A live pid, even one reused by
+    another program, keeps its folder; the folder holds a link only, never what it points to."""
+    root = tempfile.gettempdir()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(FOLDER_PREFIX):].split("-", 1)[0] if name.startswith(FOLDER_PREFIX) else ""
+        if not pid.isdigit():
+            continue
+        path = os.path.join(root, name)
+        try:
+            if os.lstat(path).st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:  # another user's process, or not ours to look at
+            continue
+
+
+def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's environment) with :func:`package_folder` first on
+    ``PYTHONPATH``: the environment every child of ours starts in."""
+    env = dict(os.environ if env is None else env)
+    folder = package_folder()
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != folder]
+    env["PYTHONPATH"] = os.pathsep.join([folder, *rest])
+    return env
+
+
 def tail_text(data: bytes, max_lines: int = 30, max_chars: int = 4000) -> str:
     """The last lines of a byte stream, decoded leniently."""
     text = data[-max_chars * 2 :].decode("utf-8", "replace")
@@ -85,11 +149,12 @@ class Child:
     ):
         req_r, req_w = os.pipe()
         rec_r, rec_w = os.pipe()
-        child_env = dict(os.environ if env is None else env)
-        child_env[channel.ENV_VAR] = f"{req_r},{rec_w}"
-        child_env.setdefault("PYTHONUNBUFFERED", "1")
+        # ``python -m <module>`` is one of ours: always under the one import-path policy.
+        environ = child_env(env)
+        environ[channel.ENV_VAR] = f"{req_r},{rec_w}"
+        environ.setdefault("PYTHONUNBUFFERED", "1")
         # A child that dies on a signal then leaves its Python stack in the stderr tail.
-        child_env.setdefault("PYTHONFAULTHANDLER", "1")
+        environ.setdefault("PYTHONFAULTHANDLER", "1")
         self._stderr = tempfile.TemporaryFile()
         self._stdout = tempfile.TemporaryFile()
         try:
@@ -98,7 +163,7 @@ class Child:
                 stdin=subprocess.DEVNULL,
                 stdout=self._stdout,
                 stderr=self._stderr,
-                env=child_env,
+                env=environ,
                 cwd=cwd,
                 pass_fds=(req_r, rec_w),
                 start_new_session=True,  # so a kill reaches the whole group

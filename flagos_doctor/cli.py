@@ -3,11 +3,14 @@
 No logic lives here, and nothing here imports torch: every command's work happens in
 child processes started with the Python the user chose (``--python``). Errors the user can
 cause arrive as :class:`~flagos_doctor.errors.BadInput` and leave as one line and exit 2.
+
+Each command function imports its ``<area>.command`` module itself, when it runs: ``--help``
+then loads none of them (start-up stays about half a second).
 """
 
 from __future__ import annotations
 
-import importlib
+import contextlib
 import sys
 from typing import List, Optional, Tuple
 
@@ -73,10 +76,12 @@ def _start_seconds(value: float) -> float:
     return checks.seconds(value, "--start-timeout")
 
 
-def _dispatch(module: str, options) -> None:
-    """Run ``<module>.run(options)`` and exit with its code; user errors become one line."""
+@contextlib.contextmanager
+def one_line_errors():
+    """Around a command's import and run: a user error leaves as one line and exit 2, a bug
+    of ours as one line (the traceback in a file) and exit 3, Ctrl-C as exit 130."""
     try:
-        code = importlib.import_module(module).run(options)
+        yield
     except BadInput as exc:
         typer.echo(f"flagos-doctor: error: {exc}", err=True)
         raise typer.Exit(EXIT_BAD_INPUT)
@@ -93,7 +98,6 @@ def _dispatch(module: str, options) -> None:
         message = redact.scrub_environ(f"{type(exc).__name__}: {exc}".splitlines()[0][:500])
         typer.echo(f"flagos-doctor: internal error: {message} ({where})", err=True)
         raise typer.Exit(EXIT_INTERNAL)
-    raise typer.Exit(code or 0)
 
 
 def _version(value: bool):
@@ -132,14 +136,16 @@ def probe(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
 ):
     """Import the stack in a fresh process and record every write of every watched probe."""
-    _dispatch(
-        "flagos_doctor.probe.command",
-        opts.ProbeOptions(
-            imports=list(imports), stack=stack, python=python, watch=list(watch), watch_file=watch_file,
-            exercise=exercise, timeout=timeout, json_path=json_path, markdown_path=markdown_path,
-            max_chars=max_chars, quiet=quiet,
-        ),
+    options = opts.ProbeOptions(
+        imports=list(imports), stack=stack, python=python, watch=list(watch), watch_file=watch_file,
+        exercise=exercise, timeout=timeout, json_path=json_path, markdown_path=markdown_path,
+        max_chars=max_chars, quiet=quiet,
     )
+    with one_line_errors():
+        from flagos_doctor.probe import command
+
+        code = command.run(options)
+    raise typer.Exit(code or 0)
 
 
 @app.command(
@@ -206,15 +212,21 @@ def survey(
         torch_fl_commit=torch_fl_commit,
     )
     if compare:
-        _dispatch(
-            "flagos_doctor.compare.command",
-            opts.CompareOptions(
-                a=compare[0], b=compare[1], store=store, force=force, fail_on=fail_on, json_path=json_path,
-                markdown_path=markdown_path, repo=repo, build_cmd=build_cmd, survey=survey_options,
-                max_chars=max_chars, show_all=show_all, quiet=quiet, attribute=attribute,
-            ),
+        compare_options = opts.CompareOptions(
+            a=compare[0], b=compare[1], store=store, force=force, fail_on=fail_on, json_path=json_path,
+            markdown_path=markdown_path, repo=repo, build_cmd=build_cmd, survey=survey_options,
+            max_chars=max_chars, show_all=show_all, quiet=quiet, attribute=attribute,
         )
-    _dispatch("flagos_doctor.survey.command", survey_options)
+        with one_line_errors():
+            from flagos_doctor.compare import command as compare_command
+
+            code = compare_command.run(compare_options)
+        raise typer.Exit(code or 0)
+    with one_line_errors():
+        from flagos_doctor.survey import command
+
+        code = command.run(survey_options)
+    raise typer.Exit(code or 0)
 
 
 @app.command(
@@ -241,15 +253,17 @@ def report(
     torch_fl_commit: Optional[str] = typer.Option(None, metavar="SHA", help=TORCH_FL_COMMIT_HELP),
 ):
     """Markdown for a GitHub bug issue: environment, runtime configuration, probe findings."""
-    _dispatch(
-        "flagos_doctor.report.command",
-        opts.ReportOptions(
-            python=python, stack=stack, imports=list(imports), survey=survey_path, compare=compare,
-            store=store, json_path=json_path, markdown_path=markdown_path, timeout=timeout,
-            torch_fl_commit=torch_fl_commit, force=force,
-            max_chars=max_chars,
-        ),
+    options = opts.ReportOptions(
+        python=python, stack=stack, imports=list(imports), survey=survey_path, compare=compare,
+        store=store, json_path=json_path, markdown_path=markdown_path, timeout=timeout,
+        torch_fl_commit=torch_fl_commit, force=force,
+        max_chars=max_chars,
     )
+    with one_line_errors():
+        from flagos_doctor.report import command
+
+        code = command.run(options)
+    raise typer.Exit(code or 0)
 
 
 @app.command(
@@ -275,14 +289,16 @@ def suite(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
 ):
     """Compare two pytest runs (JUnit XML), checking first that they collected the same tests."""
-    _dispatch(
-        "flagos_doctor.suite.command",
-        opts.SuiteOptions(
-            a=compare[0], b=compare[1], store=store, repo=repo, build_cmd=build_cmd, test_cmd=test_cmd,
-            same_collection=same_collection, flaky=flaky, fail_on=fail_on, json_path=json_path,
-            markdown_path=markdown_path, max_chars=max_chars, quiet=quiet,
-        ),
+    options = opts.SuiteOptions(
+        a=compare[0], b=compare[1], store=store, repo=repo, build_cmd=build_cmd, test_cmd=test_cmd,
+        same_collection=same_collection, flaky=flaky, fail_on=fail_on, json_path=json_path,
+        markdown_path=markdown_path, max_chars=max_chars, quiet=quiet,
     )
+    with one_line_errors():
+        from flagos_doctor.suite import command
+
+        code = command.run(options)
+    raise typer.Exit(code or 0)
 
 
 @app.command(
@@ -303,13 +319,15 @@ def matrix(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
 ):
     """An operator-support table: a row per overload, a column per survey run."""
-    _dispatch(
-        "flagos_doctor.matrix.command",
-        opts.MatrixOptions(
-            results=list(results), store=store, json_path=json_path, csv_path=csv_path,
-            markdown_path=markdown_path, max_chars=max_chars, quiet=quiet,
-        ),
+    options = opts.MatrixOptions(
+        results=list(results), store=store, json_path=json_path, csv_path=csv_path,
+        markdown_path=markdown_path, max_chars=max_chars, quiet=quiet,
     )
+    with one_line_errors():
+        from flagos_doctor.matrix import command
+
+        code = command.run(options)
+    raise typer.Exit(code or 0)
 
 
 def main() -> None:

@@ -184,6 +184,6 @@ def test_the_summary_shows_the_static_check(build, tmp_path):
     check = bindings.check_in_child(sys.executable, env)
     doc = results.build({"stack": "torch_fl", "flag_gems": "5.0.2", "flag_gems_bindings": check}, {}, [], {})
     console = Console(record=True, width=400)
-    progress.render_summary(doc, "r.json", console)
+    progress.show_summary(doc, console, "r.json")
     text = console.export_text()
     assert f"static check of {check['library']}: it calls 402 FlagGems functions, 96 not in flag_gems 5.0.2" in text

@@ -7,10 +7,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from flagos_doctor.survey import model  # noqa: E402
-from flagos_doctor.survey.engine import CaseRunner, NoSchema, case_seed, resolve  # noqa: E402
-from flagos_doctor.survey.judge import Judge  # noqa: E402
+from flagos_doctor.survey.child.engine import CaseRunner, NoSchema, case_seed, resolve  # noqa: E402
+from flagos_doctor.survey.child.judge import Judge  # noqa: E402
 from flagos_doctor.survey.spec import load_spec  # noqa: E402
-from flagos_doctor.survey.synth import build_case  # noqa: E402
+from flagos_doctor.survey.child.synth import build_case  # noqa: E402
 
 SPEC = load_spec(None)
 VALID = (model.PASS, model.WRONG, model.ERROR)

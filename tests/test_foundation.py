@@ -106,6 +106,49 @@ def test_child_request_reply(tmp_path):
         assert child.wait(timeout=30).returncode == 0
 
 
+def test_every_child_finds_this_flagos_doctor_first_and_nothing_beside_it(tmp_path):
+    # One import-path policy for every child (probe, survey worker, report): a folder holding
+    # only a link to this package, ahead of the caller's PYTHONPATH. Our install folder (a
+    # site-packages) on the path would lend another interpreter torch, flag_gems, triton...
+    path = _child_script(tmp_path, """
+        import os, sys
+        import flagos_doctor
+        from flagos_doctor.channel import ChildChannel
+        first = os.environ["PYTHONPATH"].split(os.pathsep)
+        ChildChannel.from_env().emit({"record": "paths", "first": first, "listing": sorted(os.listdir(first[0])),
+                                      "package": os.path.realpath(os.path.dirname(flagos_doctor.__file__))})
+    """)
+    env = dict(os.environ, PYTHONPATH=path)
+    with childproc.Child(sys.executable, "childpkg", env=env) as child:
+        record = child.recv(timeout=60)
+    assert record["first"] == [childproc.package_folder(), path]
+    assert record["listing"] == ["flagos_doctor"]
+    assert record["package"] == os.path.realpath(os.path.join(REPO_ROOT, "flagos_doctor"))
+    # Asked again, the policy neither repeats the folder nor drops the caller's entries.
+    assert childproc.child_env(env)["PYTHONPATH"] == os.pathsep.join([childproc.package_folder(), path])
+    assert childproc.child_env(childproc.child_env(env))["PYTHONPATH"] == childproc.child_env(env)["PYTHONPATH"]
+
+
+def test_a_killed_parents_package_folder_is_removed_by_the_next_one(tmp_path):
+    # A parent killed by SIGKILL or SIGTERM runs no exit hook: its folder stays behind until
+    # the next parent's first child; a live parent's folder is left alone.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    left = tmp_path / f"{childproc.FOLDER_PREFIX}{gone.pid}-abc"
+    left.mkdir()
+    os.symlink(os.path.join(REPO_ROOT, "flagos_doctor"), left / "flagos_doctor")
+    alive = tmp_path / f"{childproc.FOLDER_PREFIX}{os.getpid()}-xyz"
+    alive.mkdir()
+    code = "from flagos_doctor import childproc; print(childproc.package_folder())"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=REPO_ROOT))
+    assert done.returncode == 0, done.stderr
+    made = done.stdout.strip()
+    assert os.path.dirname(made) == str(tmp_path) and not os.path.exists(made)  # removed at its exit
+    assert not left.exists() and alive.exists()
+    assert os.path.isdir(os.path.join(REPO_ROOT, "flagos_doctor"))  # the link went, not what it named
+
+
 def test_load_json_names_truncated_file(tmp_path):
     path = tmp_path / "results.json"
     write_json(path, {"schema": "flagos-doctor/survey/1", "overloads": {"abs": {"verdict": "STRICT"}}})

@@ -16,7 +16,8 @@ import pytest
 
 from conftest import REPO_ROOT, run_cli
 from flagos_doctor.options import ProbeOptions
-from flagos_doctor.probe.formats import markdown, terminal
+from flagos_doctor import output
+from flagos_doctor.probe.formats import markdown, terminal  # noqa: F401  (terminal registers the view)
 from flagos_doctor.probe.runner import run_probe
 
 STACKS = os.path.join(REPO_ROOT, "tests", "fixtures", "probe_stacks")
@@ -220,7 +221,7 @@ def test_segfault_on_import_still_gives_a_report():
     assert "_load_vendor_library" in document["child"]["stderr_tail"]
     (crash,) = findings(document, "crash")
     assert crash["severity"] == "error" and "SIGSEGV" in crash["message"]
-    text = terminal.format(document)
+    text = output.plain(document)
     assert "Traceback" not in text and "SIGSEGV" in text
 
 
@@ -280,7 +281,7 @@ def test_demo_views_render_from_the_document(demo):
     assert text.startswith("## flagos-doctor probe")
     assert "<details><summary>Probes and their writers</summary>" in text
     assert "flagos_doctor/demo/__init__.py:_alias_cuda_to_flagos" in text
-    assert markdown.format(document) == text
+    assert markdown.render(document) == text
 
 
 def test_demo_seed_bug_exits_1_with_stale_guard(tmp_path):

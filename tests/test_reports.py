@@ -113,7 +113,7 @@ def test_survey_summary_shows_groups_largest_first():
     from flagos_doctor.survey import progress
 
     out = io.StringIO()
-    progress.render_summary(_load(OLD), "r.json", Console(file=out, width=400))
+    progress.show_summary(_load(OLD), Console(file=out, width=400), "r.json")
     text = out.getvalue()
     assert "failures by cause (61 groups)" in text
     first = text.index(f"525 ERROR cases: {LAUNCHER}")
@@ -401,9 +401,9 @@ def test_probe_markdown_of_the_h200_probe_fits_a_small_budget():
     from flagos_doctor.probe.formats import markdown
 
     document = _load(os.path.join(REPO_ROOT, "docs", "h200", "probe-flag_gems.json"))
-    whole = markdown.format(document)
+    whole = markdown.render(document)
     assert "Left out" not in whole and "<summary>All events (8)</summary>" in whole
-    small = markdown.format(document, max_chars=3_000)
+    small = markdown.render(document, max_chars=3_000)
     assert len(small) <= 3_000 < len(whole)
     assert "### Findings" in small and "### Steps" in small
     assert re.fullmatch(r"the probes and their writers; events: \d of 8 rows", CLOSING.search(small).group(2))

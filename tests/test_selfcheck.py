@@ -39,7 +39,7 @@ def run_child(code: str, timeout: int = 600) -> dict:
 SELF_CHECK = """
 import json, sys
 from flagos_doctor import conf
-from flagos_doctor.survey.engine import CaseRunner
+from flagos_doctor.survey.child.engine import CaseRunner
 from flagos_doctor.survey.spec import load_spec
 routes = conf.select(conf.parse_conf(sys.argv[1] if len(sys.argv) > 1 else %r), "flagos_python")
 runner = CaseRunner(device="cpu", spec=load_spec(None))
@@ -70,7 +70,7 @@ def test_self_check_on_backends_flaggems_routes():
 DEMO = """
 import json
 import flagos_doctor.demo as demo
-from flagos_doctor.survey.engine import CaseRunner
+from flagos_doctor.survey.child.engine import CaseRunner
 from flagos_doctor.survey.spec import load_spec
 runner = CaseRunner(device=demo.setup(), spec=load_spec(None))
 results = {o: {p: runner.run_case(o, p) for p in runner.profiles(o)} for o in demo.registered_overloads}
@@ -94,7 +94,7 @@ import json
 import torch
 import flagos_doctor.demo as demo
 from flagos_doctor.demo.kernels import unwrap, wrap
-from flagos_doctor.survey.engine import CaseRunner
+from flagos_doctor.survey.child.engine import CaseRunner
 from flagos_doctor.survey.spec import load_spec
 
 lib = torch.library.Library("aten", "IMPL")

@@ -469,7 +469,7 @@ def test_summary_names_the_slowest_cases_of_the_h200_survey():
 
     doc = load(os.path.join(REPO_ROOT, "surveys", "results", "flag_gems-5.0.2-h200-harness1.json"))
     out = io.StringIO()
-    progress.render_summary(doc, "r.json", Console(file=out, width=200))
+    progress.show_summary(doc, Console(file=out, width=200), "r.json")
     text = out.getvalue()
     assert "slowest cases: mm.out [1d-f32] 99.1 s, mm [1d-f32] 98.4 s, mm [2d-f32-strided] 93.2 s" in text
     assert "this run: 100.2 s, 4 worker start(s), median 6.26 s, longest 6.34 s" in text

@@ -177,7 +177,7 @@ def test_triton_times_count_a_real_compilation_and_a_cache_hit(tmp_path):
     code = r"""
 import json, triton, triton.language as tl
 from triton.backends.compiler import GPUTarget
-from flagos_doctor.survey.triton_timing import TritonTimes
+from flagos_doctor.survey.child.triton_timing import TritonTimes
 times = TritonTimes()
 assert times.install()
 @triton.jit
@@ -214,7 +214,7 @@ def test_autotune_figures_around_bench_agree_with_tritons_own_listener(tmp_path)
     # device's timing (it times nothing), and each launch after the choice fails, caught.
     code = r"""
 import json, triton, triton.language as tl
-from flagos_doctor.survey.triton_timing import TritonTimes
+from flagos_doctor.survey.child.triton_timing import TritonTimes
 listener, bench = TritonTimes(), TritonTimes()
 assert listener.install() and bench.install(use_listener=False)
 timed = []

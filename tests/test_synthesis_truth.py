@@ -16,10 +16,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from flagos_doctor.survey import model  # noqa: E402
-from flagos_doctor.survey.engine import CaseRunner, case_seed, resolve  # noqa: E402
-from flagos_doctor.survey.judge import Judge  # noqa: E402
+from flagos_doctor.survey.child.engine import CaseRunner, case_seed, resolve  # noqa: E402
+from flagos_doctor.survey.child.judge import Judge  # noqa: E402
 from flagos_doctor.survey.spec import load_spec  # noqa: E402
-from flagos_doctor.survey.synth import build_case  # noqa: E402
+from flagos_doctor.survey.child.synth import build_case  # noqa: E402
 
 SPEC = load_spec(None)
 INDEXING = ("index.Tensor", "index.Tensor_out", "index_put", "index_put_", "_index_put_impl_", "_unsafe_index.Tensor",
@@ -151,7 +151,7 @@ def test_a_case_the_spec_declares_implementation_defined_is_judged_on_placement_
 
 
 def _empty_case():
-    from flagos_doctor.survey.synth import Case
+    from flagos_doctor.survey.child.synth import Case
 
     return Case([], {}, [])
 

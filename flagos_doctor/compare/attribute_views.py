@@ -9,7 +9,8 @@ overloads while they fit.
 
 from __future__ import annotations
 
-from flagos_doctor.compare.attribute import CLASSES, INTEGRATION, MEANING
+from flagos_doctor import output
+from flagos_doctor.compare.attribute import ATTRIBUTION_SCHEMA, CLASSES, INTEGRATION, MEANING
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell
 
 
@@ -30,7 +31,8 @@ def _evidence(doc: dict):
                 yield name, case
 
 
-def render_terminal(doc: dict, console) -> None:
+@output.register(ATTRIBUTION_SCHEMA, output.TERMINAL)
+def show_terminal(doc: dict, console) -> None:
     from rich.table import Table
 
     console.print(f"[bold]{_title(doc)}")
@@ -59,6 +61,7 @@ def render_terminal(doc: dict, console) -> None:
                   + (": " + ", ".join(integration) if integration else ""))
 
 
+@output.register(ATTRIBUTION_SCHEMA, "markdown")
 def render_markdown(doc: dict, heading_level: int = 2, max_chars: int = DEFAULT_MAX_CHARS,
                     full_record: str = "the attribution's JSON (`survey --compare A B --attribute --json PATH`)") -> str:
     page = Page(max_chars, full_record)

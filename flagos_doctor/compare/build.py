@@ -29,7 +29,7 @@ import os
 import re
 import sys
 
-import flagos_doctor
+from flagos_doctor import childproc
 from flagos_doctor.arms import ArmKind
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor.store import SURVEY_KIND, Store
@@ -82,9 +82,9 @@ class SurveyArms(ArmKind):
         return max(filed, key=lambda e: os.path.getmtime(e.path)).path if filed else None
 
     def import_path(self, tree: str) -> list[str]:
-        # This flagos_doctor after the worktree: the repository built is the stack's, not ours.
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(flagos_doctor.__file__)))
-        return [tree, package_root]
+        # This flagos_doctor after the worktree (the repository built is the stack's, not
+        # ours), under the children's one policy: a folder holding only a link to it.
+        return [tree, childproc.package_folder()]
 
     def make(self, ref, commit, tree, scratch, env, build_output, log, say) -> str:
         survey_cwd = tree
@@ -117,13 +117,15 @@ def main(argv: list[str]) -> int:
     options as :func:`options_json` writes them; errors reported as the command line does."""
     import typer
 
-    from flagos_doctor.cli import _dispatch
+    from flagos_doctor.cli import one_line_errors
 
     try:
-        _dispatch("flagos_doctor.survey.command", options_from_json(argv[0]))
-    except typer.Exit as exc:  # how _dispatch always ends
+        with one_line_errors():
+            from flagos_doctor.survey import command
+
+            return command.run(options_from_json(argv[0])) or 0
+    except typer.Exit as exc:  # how one_line_errors ends a failed command
         return exc.exit_code
-    return 0
 
 
 if __name__ == "__main__":

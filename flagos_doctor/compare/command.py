@@ -6,17 +6,14 @@ that cannot be found or read, or runs that are not comparable (without ``--force
 
 from __future__ import annotations
 
-import json
 import sys
 
-from flagos_doctor import arms, checks
-from flagos_doctor.compare import markdown, terminal
+from flagos_doctor import arms, checks, output
+from flagos_doctor.compare import markdown, terminal  # noqa: F401  (they register the comparison's views)
 from flagos_doctor.compare.build import SurveyArms, describe
 from flagos_doctor.compare.diff import compare, exit_code
 from flagos_doctor.console import output_console
 from flagos_doctor.errors import BadInput
-from flagos_doctor.files import atomic_write_text, dump_json, write_json, write_stdout
-from flagos_doctor.markdown import full_record
 from flagos_doctor.options import CompareOptions, SurveyOptions
 from flagos_doctor.store import Store
 
@@ -64,26 +61,6 @@ def _refusal(comparison: dict) -> dict:
     return {**{k: comparison[k] for k in keep}, "refused": True}
 
 
-def _emit(options: CompareOptions, comparison: dict, stderr) -> None:
-    to_stdout = False
-    if options.json_path:
-        if options.json_path == "-":
-            write_stdout(dump_json(comparison), "--json")
-            to_stdout = True
-        else:
-            write_json(options.json_path, comparison)
-    if options.markdown_path:
-        text = markdown.render(comparison, max_chars=options.max_chars, full_record=full_record(
-            options.json_path, "the comparison's JSON (`survey --compare A B --force --json PATH`)"))
-        if options.markdown_path == "-":
-            write_stdout(text, "--markdown")
-            to_stdout = True
-        else:
-            atomic_write_text(options.markdown_path, text)
-    if not options.quiet:
-        terminal.render(comparison, stderr if to_stdout else output_console(), show_all=options.show_all)
-
-
 def run(options: CompareOptions) -> int:
     arms.check_fail_on(options.fail_on)
     checks.writable_file(options.json_path, "--json")
@@ -94,18 +71,18 @@ def run(options: CompareOptions) -> int:
     comparison = build_comparison(options, say=_progress(options))
     diffs = comparison["differences"]
     if diffs and not options.force:
-        refusal = _refusal(comparison)
-        if options.json_path:
-            if options.json_path == "-":
-                sys.stdout.write(dump_json(refusal))
-            else:
-                write_json(options.json_path, refusal)
+        output.emit(_refusal(comparison), {"json": options.json_path})
         raise BadInput(not_comparable_message(comparison), f"{options.a} vs {options.b}")
     if diffs:
         fields = ", ".join(d["field"] for d in diffs)
         stderr.print(f"[bold yellow]warning:[/] runs are not comparable ({fields} differ); comparing anyway (--force)")
-    # Every format renders from exactly what --json writes (same key order too).
-    _emit(options, json.loads(dump_json(comparison)), stderr)
+    output.emit(
+        output.as_written(comparison), {"json": options.json_path, "markdown": options.markdown_path},
+        terminal=None if options.quiet else output.STDOUT_ELSE_STDERR,
+        options={"markdown": output.page(options.max_chars, options.json_path,
+                                         "the comparison's JSON (`survey --compare A B --force --json PATH`)"),
+                 output.TERMINAL: {"show_all": options.show_all}},
+    )
     return exit_code(comparison, options.fail_on)
 
 
@@ -115,7 +92,7 @@ def run_attribution(options: CompareOptions, stderr) -> int:
     Refuses (exit 2) only when the cases are not the same cases (harness, profiles,
     tolerances), unless ``--force``; exit 1 when a case fails only under A.
     """
-    from flagos_doctor.compare import attribute_views
+    from flagos_doctor.compare import attribute_views  # noqa: F401  (registers the attribution's views)
     from flagos_doctor.compare.attribute import attribute, exit_code as attribution_exit
 
     arm_a, arm_b = load_arms(options, say=_progress(options))
@@ -127,21 +104,10 @@ def run_attribution(options: CompareOptions, stderr) -> int:
         if not options.force:
             raise BadInput(f"the cases are not the same cases: {fields}; --force attributes anyway", f"{options.a} vs {options.b}")
         stderr.print(f"[bold yellow]warning:[/] the cases differ ({fields}); attributing anyway (--force)")
-    doc = json.loads(dump_json(doc))  # every view renders exactly what --json writes
-    to_stdout = False
-    if options.json_path == "-":
-        sys.stdout.write(dump_json(doc))
-        to_stdout = True
-    elif options.json_path:
-        write_json(options.json_path, doc)
-    if options.markdown_path:
-        text = attribute_views.render_markdown(doc, max_chars=options.max_chars, full_record=full_record(
-            options.json_path, "the attribution's JSON (`survey --compare A B --attribute --json PATH`)"))
-        if options.markdown_path == "-":
-            sys.stdout.write(text)
-            to_stdout = True
-        else:
-            atomic_write_text(options.markdown_path, text)
-    if not options.quiet:
-        attribute_views.render_terminal(doc, stderr if to_stdout else output_console())
+    output.emit(
+        output.as_written(doc), {"json": options.json_path, "markdown": options.markdown_path},
+        terminal=None if options.quiet else output.STDOUT_ELSE_STDERR,
+        options={"markdown": output.page(options.max_chars, options.json_path,
+                                         "the attribution's JSON (`survey --compare A B --attribute --json PATH`)")},
+    )
     return attribution_exit(doc, options.fail_on)

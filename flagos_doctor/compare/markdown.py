@@ -9,7 +9,8 @@ while they fit. Lists of :data:`INLINE_MAX` rows or fewer stay open.
 
 from __future__ import annotations
 
-from flagos_doctor.compare.diff import case_text
+from flagos_doctor import output
+from flagos_doctor.compare.diff import COMPARE_SCHEMA, case_text
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, code
 from flagos_doctor.survey.groups import overloads_named
 
@@ -133,6 +134,7 @@ def render_into(page: Page, comparison: dict, heading_level: int = 2, base_prior
                        rows, p + 4, "changed cases", folded=len(rows) > INLINE_MAX)
 
 
+@output.register(COMPARE_SCHEMA, "markdown")
 def render(comparison: dict, heading_level: int = 2, max_chars: int = DEFAULT_MAX_CHARS,
            full_record: str | None = None) -> str:
     """Markdown text of ``comparison``, under ``max_chars`` characters."""

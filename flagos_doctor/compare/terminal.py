@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from flagos_doctor.compare.diff import case_text
+from flagos_doctor import output
+from flagos_doctor.compare.diff import COMPARE_SCHEMA, case_text
 from flagos_doctor.survey.groups import overloads_named
 
 _KIND_STYLE = {"regression": "bold red", "fix": "green", "change": "yellow"}
@@ -51,7 +52,8 @@ def _block(console: Console, title: str, lines: list[str], shown: int, hint: str
         console.print(Text(f"  … {len(lines) - shown} more ({hint})", style="dim"))
 
 
-def render(comparison: dict, console: Console, show_all: bool = False) -> None:
+@output.register(COMPARE_SCHEMA, output.TERMINAL)
+def show(comparison: dict, console: Console, show_all: bool = False) -> None:
     arms = comparison.get("arms", {})
     label_a = arms.get("a", {}).get("label", "A")
     label_b = arms.get("b", {}).get("label", "B")

@@ -2,5 +2,6 @@
 
 :mod:`.sources` finds the runs (files, store key prefixes, store queries), :mod:`.build`
 turns their results documents into the matrix document (a pure function), and
-:mod:`.markdown`, :mod:`.csv_format` and :mod:`.terminal` render that document.
+:mod:`.markdown`, :mod:`.csv_format` and :mod:`.terminal` render that document (views of
+:mod:`flagos_doctor.output`).
 """

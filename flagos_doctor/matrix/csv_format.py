@@ -9,7 +9,11 @@ from __future__ import annotations
 import csv
 import io
 
+from flagos_doctor import output
+from flagos_doctor.matrix.build import MATRIX_SCHEMA
 
+
+@output.register(MATRIX_SCHEMA, "csv")
 def render(matrix: dict) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")

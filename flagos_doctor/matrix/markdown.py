@@ -8,7 +8,9 @@ out (the JSON and the CSV carry every row).
 
 from __future__ import annotations
 
+from flagos_doctor import output
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, details
+from flagos_doctor.matrix.build import MATRIX_SCHEMA
 
 #: The Markdown sign of each mark, explained under the totals.
 SIGNS = {"native-also": "†", "flaky": "~"}
@@ -47,6 +49,7 @@ def _blocks(rows: list[dict]) -> list[list[dict]]:
     return blocks
 
 
+@output.register(MATRIX_SCHEMA, "markdown")
 def render(matrix: dict, max_chars: int = DEFAULT_MAX_CHARS,
            full_record: str = "the matrix JSON or CSV (`matrix ... --json PATH --csv PATH`)") -> str:
     page = Page(max_chars, full_record)

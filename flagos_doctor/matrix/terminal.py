@@ -6,6 +6,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
+from flagos_doctor import output
+from flagos_doctor.matrix.build import MATRIX_SCHEMA
 from flagos_doctor.matrix.markdown import SIGNS
 
 
@@ -15,7 +17,8 @@ def _text(value: dict | None) -> str:
     return str(value.get("verdict")) + "".join(SIGNS.get(m, f"[{m}]") for m in value.get("marks") or [])
 
 
-def render(matrix: dict, console: Console) -> None:
+@output.register(MATRIX_SCHEMA, output.TERMINAL, highlight=False)
+def show(matrix: dict, console: Console) -> None:
     columns = matrix.get("columns") or []
     rows = matrix.get("rows") or []
     console.print(Text(f"Operator support: {len(rows)} overloads, {len(columns)} runs", style="bold"))

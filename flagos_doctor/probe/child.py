@@ -57,7 +57,7 @@ def modules_to_import(config: dict, channel: ChildChannel) -> list[str]:
         return modules
     detected = stacks.get(stacks.detect())
     if detected.name == stacks.DETECTED[-1]:
-        channel.emit({"t": "notice", "text": f"{stacks.DETECTED[0]} is not installed for {sys.executable}; probing {detected.name} alone"})
+        channel.emit({"record": "notice", "text": f"{stacks.DETECTED[0]} is not installed for {sys.executable}; probing {detected.name} alone"})
     return list(detected.probe_imports)
 
 
@@ -97,7 +97,7 @@ def run_step(tracer, channel, name: str, dirs: list[str], action):
     """Run one step as a phase; emit its outcome; return (ok, value)."""
     tracer.begin_step(name, dirs)
     started = time.perf_counter()
-    record = {"t": "outcome", "step": name}
+    record = {"record": "outcome", "step": name}
     try:
         value = action()
         ok = True
@@ -228,7 +228,7 @@ def final_state(tracer) -> dict:
     finally:
         tracer.busy = busy
         del tracer.emit
-    return {"t": "final", "probes": probes, "facts": facts}
+    return {"record": "final", "probes": probes, "facts": facts}
 
 
 def main() -> None:
@@ -246,11 +246,11 @@ def main() -> None:
     tracer = tracing.Tracer(channel.emit, probes, env)
     tracer.install()
     channel.emit({
-        "t": "hello", "python": sys.version.split()[0], "executable": sys.executable,
+        "record": "hello", "python": sys.version.split()[0], "executable": sys.executable,
         "platform": platform.platform(), "pid": os.getpid(), "dict_watchers": tracer.dict_watch is not None,
     })
     modules = modules_to_import(config, channel)
-    channel.emit({"t": "imports", "modules": modules})
+    channel.emit({"record": "imports", "modules": modules})
     failed = False
     for module in modules:
         ok, _ = run_step(tracer, channel, f"import {module}", package_dirs(module), lambda m=module: importlib.import_module(m) and "imported")
@@ -261,9 +261,9 @@ def main() -> None:
         try:
             exercise(tracer, channel, config.get("compile", True))
         except BaseException as exc:
-            channel.emit({"t": "notice", "text": f"exercise stopped: {error_text(exc)}"})
+            channel.emit({"record": "notice", "text": f"exercise stopped: {error_text(exc)}"})
     channel.emit(final_state(tracer))
-    channel.emit({"t": "done"})
+    channel.emit({"record": "done"})
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # no interpreter teardown: a stack's atexit handlers are not ours to run

@@ -19,7 +19,6 @@ from flagos_doctor.errors import BadInput
 from flagos_doctor.options import ProbeOptions
 from flagos_doctor.probe import SCHEMA, findings, watch
 
-_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def child_config(options: ProbeOptions) -> dict:
@@ -48,15 +47,6 @@ def child_config(options: ProbeOptions) -> dict:
     }
 
 
-def _child_env() -> dict:
-    env = dict(os.environ)
-    # The chosen interpreter must find flagos_doctor (its child and the demo stack) too.
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if _PACKAGE_ROOT not in paths:
-        env["PYTHONPATH"] = os.pathsep.join(paths + [_PACKAGE_ROOT])
-    return env
-
-
 def run_probe(options: ProbeOptions) -> dict:
     """Probe the stack in a child process; return the document (schema ``flagos-doctor/probe/1``).
 
@@ -66,7 +56,7 @@ def run_probe(options: ProbeOptions) -> dict:
     started = time.monotonic()
     records: list[dict] = []
     try:
-        child = Child(options.python, "flagos_doctor.probe.child", [json.dumps(config)], env=_child_env())
+        child = Child(options.python, "flagos_doctor.probe.child", [json.dumps(config)])
     except OSError as exc:
         raise BadInput(f"cannot start {options.python}: {exc.strerror or exc}", "--python")
     with child:
@@ -74,7 +64,7 @@ def run_probe(options: ProbeOptions) -> dict:
         try:
             for record in child.records(timeout=options.timeout):
                 records.append(record)
-                if record.get("t") == "done":
+                if record.get("record") == "done":
                     break
         except ChildTimeout:
             timed_out = True
@@ -86,7 +76,7 @@ def run_probe(options: ProbeOptions) -> dict:
         stdout_tail = child.stdout_tail()
     document = build_document(records, config, options)
     document["seconds"] = round(time.monotonic() - started, 2)
-    finished = any(r.get("t") == "done" for r in records)
+    finished = any(r.get("record") == "done" for r in records)
     child_info = {"returncode": end.returncode, "signal": end.signal, "timed_out": end.timed_out,
                   "ended": end.describe(), "stderr_tail": stderr_tail, "stdout_tail": stdout_tail}
     document["child"] = child_info
@@ -111,15 +101,15 @@ def run_probe(options: ProbeOptions) -> dict:
 
 def build_document(records: list[dict], config: dict, options: ProbeOptions) -> dict:
     """The document from the child's records (before outcome and findings are set)."""
-    hello = next((r for r in records if r.get("t") == "hello"), {})
-    imports = next((r["modules"] for r in records if r.get("t") == "imports"), config["imports"])
-    events = [_event(r) for r in records if r.get("t") == "event"]
+    hello = next((r for r in records if r.get("record") == "hello"), {})
+    imports = next((r["modules"] for r in records if r.get("record") == "imports"), config["imports"])
+    events = [_event(r) for r in records if r.get("record") == "event"]
     for record in records:
-        if record.get("t") == "driver":  # creating Triton's driver raised
+        if record.get("record") == "driver":  # creating Triton's driver raised
             for event in events:
                 if event["seq"] == record["seq"]:
                     event["raised"] = record["raised"]
-    final = next((r for r in records if r.get("t") == "final"), None)
+    final = next((r for r in records if r.get("record") == "final"), None)
     probes = _probes(events, final)
     return {
         "schema": SCHEMA,
@@ -128,10 +118,10 @@ def build_document(records: list[dict], config: dict, options: ProbeOptions) -> 
         "platform": hello.get("platform") or platform.platform(),
         "stack": config["stack"],
         "imports": imports,
-        "notices": [r["text"] for r in records if r.get("t") == "notice"],
+        "notices": [r["text"] for r in records if r.get("record") == "notice"],
         "outcome": None,
-        "phases": [r["name"] for r in records if r.get("t") == "phase"],
-        "outcomes": [{k: v for k, v in r.items() if k != "t"} for r in records if r.get("t") == "outcome"],
+        "phases": [r["name"] for r in records if r.get("record") == "phase"],
+        "outcomes": [{k: v for k, v in r.items() if k != "record"} for r in records if r.get("record") == "outcome"],
         "events": events,
         "probes": probes,
         "saved_originals": _saved(records, final),
@@ -143,7 +133,7 @@ def build_document(records: list[dict], config: dict, options: ProbeOptions) -> 
 
 
 def _event(record: dict) -> dict:
-    event = {k: v for k, v in record.items() if k != "t"}
+    event = {k: v for k, v in record.items() if k != "record"}
     event.setdefault("value", None)
     return event
 
@@ -178,9 +168,9 @@ def _probes(events: list[dict], final: dict | None) -> list[dict]:
 
 def _saved(records: list[dict], final: dict | None) -> list[dict]:
     """Saved originals, and whether anything read them (from the read events, so a crash keeps it)."""
-    read = {r["probe"] for r in records if r.get("t") == "event" and r.get("kind") == "read"}
+    read = {r["probe"] for r in records if r.get("record") == "event" and r.get("kind") == "read"}
     return [
         {"probe": r["probe"], "saves": r["saves"], "seq": r["seq"], "read": r["probe"] in read}
         for r in records
-        if r.get("t") == "saved"
+        if r.get("record") == "saved"
     ]

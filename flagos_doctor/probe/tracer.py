@@ -378,7 +378,7 @@ class Tracer:
             self._library_writers = False
 
     def notice(self, text: str) -> None:
-        self.emit({"t": "notice", "text": text})
+        self.emit({"record": "notice", "text": text})
 
     def on_class_write(self, klass, name, value, frame, deleted) -> None:
         """Called by :mod:`.classwrites` after a class attribute was written or deleted."""
@@ -626,7 +626,7 @@ class Tracer:
     def on_write(self, probe: dict, value, previous, frame, kind: str = "write", name=None) -> None:
         writer, via = self.attribute(frame, name if name is not None else probe["attr"], value)
         record = {
-            "t": "event", "seq": self.next_seq(), "kind": kind, "probe": probe["name"], "step": self.step,
+            "record": "event", "seq": self.next_seq(), "kind": kind, "probe": probe["name"], "step": self.step,
             "phase": self.phase_of(writer) if writer is not None else self.step,
             "where": self.frame_info(writer) if writer is not None else _UNKNOWN,
             "writer_known": writer is not None, "via": via,
@@ -712,7 +712,7 @@ class Tracer:
         entry["attrs"][name] = probe
         self.on_write(probe, value, _MISSING, frame)
         self.saved[dotted] = {"saves": saves["name"], "seq": self.seq, "read": False}
-        self.emit({"t": "saved", "probe": dotted, "saves": saves["name"], "seq": self.seq})
+        self.emit({"record": "saved", "probe": dotted, "saves": saves["name"], "seq": self.seq})
         if probe["hooked"]:
             entry["reads"].add(name)
             self._read_mode(entry)
@@ -746,7 +746,7 @@ class Tracer:
         if saved is not None and not saved["read"]:
             saved["read"] = True
         self.emit({
-            "t": "event", "seq": self.next_seq(), "kind": "read", "probe": probe["name"], "step": self.step,
+            "record": "event", "seq": self.next_seq(), "kind": "read", "probe": probe["name"], "step": self.step,
             "phase": self.phase_of(reader), "where": self.frame_info(reader), "writer_known": True,
             "saw": probe["last_seq"], "value": self.describe(value), "callers": self.callers(reader),
         })
@@ -770,7 +770,7 @@ class Tracer:
         reader, via = self.attribute(frame)
         self.driver_seq = self.next_seq()
         self.emit({
-            "t": "event", "seq": self.driver_seq, "kind": "read", "probe": probe["name"], "step": self.step,
+            "record": "event", "seq": self.driver_seq, "kind": "read", "probe": probe["name"], "step": self.step,
             "phase": self.phase_of(reader) if reader else self.step,
             "where": self.frame_info(reader) if reader else _UNKNOWN, "writer_known": reader is not None,
             "via": via, "creates_driver": True, "is_active": answers,
@@ -811,7 +811,7 @@ class Tracer:
         previous = probe["last"]
         writer, line = self._infer_writer(probe, frame)
         record = {
-            "t": "event", "seq": self.next_seq(), "kind": "write" if value is not _MISSING else "delete",
+            "record": "event", "seq": self.next_seq(), "kind": "write" if value is not _MISSING else "delete",
             "probe": probe["name"], "step": self.step,
             "phase": self.phase_of(writer) if writer is not None else self.step,
             "where": self.frame_info(writer, line) if writer is not None else _UNKNOWN,
@@ -862,7 +862,7 @@ class Tracer:
     def _env_event(self, key, before, after, frame, known=True, noticed=None) -> None:
         writer, via = self.attribute(frame, key, after) if frame is not None else (None, [])
         record = {
-            "t": "event", "seq": self.next_seq(), "kind": "delete" if after is None else "write",
+            "record": "event", "seq": self.next_seq(), "kind": "delete" if after is None else "write",
             "probe": f"${key}", "step": self.step,
             "phase": self.phase_of(writer) if writer is not None else self.step,
             "where": self.frame_info(writer) if writer is not None else _UNKNOWN,
@@ -924,7 +924,7 @@ class Tracer:
         for d in dirs:
             if d not in self.stack_dirs:
                 self.stack_dirs.append(d)
-        self.emit({"t": "phase", "name": name, "seq": self.seq})
+        self.emit({"record": "phase", "name": name, "seq": self.seq})
 
     def end_step(self) -> None:
         self.check(boundary=True)
@@ -1289,7 +1289,7 @@ def _traced_driver_class(base):
             try:
                 return base_getattribute(self, name)
             except Exception as exc:  # no driver: say so, then let the stack see the error
-                tracer.emit({"t": "driver", "seq": tracer.driver_seq, "raised": f"{type(exc).__name__}: {exc}"[:500]})
+                tracer.emit({"record": "driver", "seq": tracer.driver_seq, "raised": f"{type(exc).__name__}: {exc}"[:500]})
                 raise
         return base_getattribute(self, name)
 

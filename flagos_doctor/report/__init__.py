@@ -6,7 +6,7 @@
   timeout), toolkit version files, and the runtime configuration with secrets redacted;
 * :mod:`.bundle`: gathers every piece (the probe via ``run_probe``, an optional survey
   summary and comparison) into the bundle, and fills the bug template's fields;
-* :mod:`.markdown`: renders the bundle; :mod:`.command`: the CLI entry.
+* :mod:`.markdown`: renders the bundle (its view in :mod:`flagos_doctor.output`); :mod:`.command`: the CLI entry.
 
 A missing or broken piece is written into the report as such; it never stops it.
 """

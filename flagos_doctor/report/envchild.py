@@ -2,8 +2,8 @@
 
 Run as ``python -m flagos_doctor.report.envchild STACK_JSON`` by :mod:`.environment`, with
 the standard library alone until the steps that import torch and the stack. Each step
-announces itself (``{"begin": step}``) and then sends what it found (``{"step": step,
-"data": {...}}``) straight over the record channel, so a stack that aborts or segfaults
+announces itself (``{"record": "begin", "step": step}``) and then sends what it found
+(``{"record": "step", "step": step, "data": {...}}``, or ``"error"``) straight over the record channel, so a stack that aborts or segfaults
 on import still leaves every earlier step with the parent, and the parent knows which step
 was under way.
 
@@ -196,11 +196,11 @@ def main() -> None:
         modules = list(stacks.get(stack_name).probe_imports)
     steps.append(("stack", lambda: step_stack(stack_name, modules)))
     for name, function in steps:
-        channel.emit({"begin": name})
+        channel.emit({"record": "begin", "step": name})
         try:
-            channel.emit({"step": name, "data": function()})
+            channel.emit({"record": "step", "step": name, "data": function()})
         except BaseException as exc:  # a broken piece is reported, never fatal
-            channel.emit({"step": name, "error": f"{type(exc).__name__}: {exc}"})
+            channel.emit({"record": "step", "step": name, "error": f"{type(exc).__name__}: {exc}"})
             if name == "torch":
                 break  # without torch there is no stack to import
 

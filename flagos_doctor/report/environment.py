@@ -12,10 +12,8 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 
-import flagos_doctor
 from flagos_doctor.childproc import Child, ChildEnded, ChildTimeout
 from flagos_doctor.redact import is_secret, mask_url_passwords
 
@@ -132,25 +130,6 @@ def toolkits(environ=None) -> list[dict]:
     return found
 
 
-def _package_dir() -> str:
-    """A temporary folder holding only a link to our package, for the child's PYTHONPATH.
-
-    Putting our own install folder on the path instead would lend the chosen interpreter
-    every package installed beside us (flag_gems, triton...), and the report would say
-    they are there.
-    """
-    folder = tempfile.mkdtemp(prefix="flagos-doctor-report-")
-    os.symlink(os.path.dirname(os.path.abspath(flagos_doctor.__file__)), os.path.join(folder, "flagos_doctor"))
-    return folder
-
-
-def _child_env(folder: str) -> dict:
-    env = dict(os.environ)
-    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join([folder, *parts])
-    return env
-
-
 def collect_interpreter(python: str, stack: str | None, modules: list[str] | None, timeout: float) -> dict:
     """Run the env child with ``python``; return ``{steps: {name: data}, errors: {name: why}, end}``.
 
@@ -158,27 +137,19 @@ def collect_interpreter(python: str, stack: str | None, modules: list[str] | Non
     import (None: the env child finds the stack by the default-stack rule).
     """
     request = json.dumps({"stack": stack, "modules": modules})
-    folder = _package_dir()
-    try:
-        return _collect(python, modules, request, folder, timeout)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _collect(python, modules, request, folder, timeout) -> dict:
     steps: dict = {}
     errors: dict = {}
     under_way = None
     try:
-        child = Child(python, "flagos_doctor.report.envchild", [request], env=_child_env(folder))
+        child = Child(python, "flagos_doctor.report.envchild", [request])
     except OSError as exc:
         return {"steps": {}, "errors": {"python": f"cannot start {python}: {exc}"}, "end": None}
     with child:
         try:
             for record in child.records(timeout):
-                if "begin" in record:
-                    under_way = record["begin"]
-                elif "step" in record:
+                if record.get("record") == "begin":
+                    under_way = record["step"]
+                elif record.get("record") == "step":
                     under_way = None
                     if "error" in record:
                         errors[record["step"]] = record["error"]

@@ -10,8 +10,10 @@ the environment's details, then the long lists, while they fit.
 
 from __future__ import annotations
 
+from flagos_doctor import output
 from flagos_doctor.compare import markdown as compare_markdown
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, code, details
+from flagos_doctor.report.bundle import REPORT_SCHEMA
 from flagos_doctor.survey import bindings
 from flagos_doctor.survey.groups import overloads_named
 
@@ -182,6 +184,7 @@ def _compare(page: Page, comparison: dict) -> None:
     compare_markdown.render_into(page, comparison, heading_level=3)
 
 
+@output.register(REPORT_SCHEMA, "markdown")
 def render(bundle: dict, max_chars: int = DEFAULT_MAX_CHARS,
            full_record: str = "the report's JSON bundle (`report --json PATH`)") -> str:
     """Markdown text of a report bundle (schema ``flagos-doctor/report/1``), under ``max_chars``."""

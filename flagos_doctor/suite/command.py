@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import sys
 
-from flagos_doctor import arms
+from flagos_doctor import arms, output
 from flagos_doctor.errors import BadInput
-from flagos_doctor.files import atomic_write_text, dump_json
-from flagos_doctor.markdown import full_record
 from flagos_doctor.options import SuiteOptions
 from flagos_doctor.store import Store
-from flagos_doctor.suite import markdown
+from flagos_doctor.suite import markdown, terminal  # noqa: F401  (they register the comparison's views)
 from flagos_doctor.suite.arms import SuiteArms, describe
 from flagos_doctor.suite.compare import compare_runs, same_collection_error
 from flagos_doctor.suite.flaky import load_flaky
@@ -49,23 +47,10 @@ def run(options: SuiteOptions) -> int:
     if options.same_collection and not document["collection"]["same"]:
         raise BadInput(same_collection_error(document))
 
-    to_stdout = "-" in (options.json_path, options.markdown_path)
-    if options.json_path:
-        _write(options.json_path, dump_json(document))
-    if options.markdown_path:
-        _write(options.markdown_path, markdown.format(document, options.max_chars, full_record(
-            options.json_path, "the comparison's JSON (`suite --compare A B --json PATH`)")))
-    if not options.quiet and not to_stdout:
-        from flagos_doctor.console import output_console  # only the terminal view needs rich
-        from flagos_doctor.suite import terminal
-
-        terminal.render(document, output_console(soft_wrap=True, highlight=False))
+    output.emit(
+        document, {"json": options.json_path, "markdown": options.markdown_path},
+        terminal=None if options.quiet else output.STDOUT,
+        options={"markdown": output.page(options.max_chars, options.json_path,
+                                         "the comparison's JSON (`suite --compare A B --json PATH`)")},
+    )
     return exit_code(document, options.fail_on)
-
-
-def _write(path: str, text: str) -> None:
-    if path == "-":
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        sys.stdout.flush()
-    else:
-        atomic_write_text(path, text)

@@ -8,7 +8,9 @@ lists of tests in one arm only, renamed and flaky while they fit. Lists longer t
 
 from __future__ import annotations
 
+from flagos_doctor import output
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, code, details
+from flagos_doctor.suite.compare import SCHEMA
 from flagos_doctor.suite.model import TOTAL_KEYS
 
 OPEN_ROWS = 10
@@ -35,7 +37,8 @@ def _totals_brief(totals: dict) -> str:
     return ", ".join(f"{totals[k]} {k}" for k in TOTAL_KEYS[1:] if totals[k]) or "none"
 
 
-def format(document: dict, max_chars: int = DEFAULT_MAX_CHARS,
+@output.register(SCHEMA, "markdown")
+def render(document: dict, max_chars: int = DEFAULT_MAX_CHARS,
            full_record: str = "the comparison's JSON (`suite --compare A B --json PATH`)") -> str:
     page = Page(max_chars, full_record)
     arms = document["arms"]

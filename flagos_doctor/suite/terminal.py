@@ -6,6 +6,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from flagos_doctor import output
+from flagos_doctor.suite.compare import SCHEMA
 from flagos_doctor.suite.model import TOTAL_KEYS
 
 #: At most this many rows per list; the rest are counted (the JSON has them all).
@@ -13,7 +15,8 @@ MAX_ROWS = 40
 _STYLE = {"regression": "bold red", "fix": "green", "newly skipped": "yellow", "change": "cyan"}
 
 
-def render(document: dict, console: Console) -> None:
+@output.register(SCHEMA, output.TERMINAL, soft_wrap=True, highlight=False)
+def show(document: dict, console: Console) -> None:
     arms = document["arms"]
     coll = document["collection"]
     console.print(Text.assemble(("suite compare  ", "bold"), f"A: {arms['a']['label']}  ->  B: {arms['b']['label']}"))

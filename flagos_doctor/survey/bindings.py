@@ -34,6 +34,8 @@ import os
 import re
 import subprocess
 
+from flagos_doctor.childproc import child_env
+
 #: The generated file of bindings, the dispatcher table (op name -> function type) and the
 #: registration of each binding to its function type, relative to a torch_fl source tree.
 KERNELS_FILE = os.path.join("csrc", "aten", "generated", "flaggems_python_kernels.cc")
@@ -169,8 +171,8 @@ def check_in_child(python: str, env: dict, timeout: float = CHECK_TIMEOUT) -> di
     """
     code = ("import json\nfrom flagos_doctor.survey.bindings import static_check\n"
             "print(json.dumps(static_check()))")
-    try:
-        done = subprocess.run([python, "-c", code], env=env, capture_output=True, text=True,
+    try:  # a child of ours: under the children's one import-path policy (child_env)
+        done = subprocess.run([python, "-c", code], env=child_env(env), capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}

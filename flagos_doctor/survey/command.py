@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from flagos_doctor import checks, files, lock, stacks
 from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, BadInput
 from flagos_doctor.options import SurveyOptions
+from flagos_doctor.output import emit, show  # progress and results register the survey's views
 from flagos_doctor.store import Store, safe_name
 from flagos_doctor.survey import bindings, comparable, confirm, history, model, pool as pool_module, progress, results, routes, sizing
 from flagos_doctor.survey.journal import Journal
@@ -359,7 +360,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
         if not tasks and not this_run.get("confirm", {}).get("ran"):
             output_console(stderr=True).print(
                 f"complete: {len(selected)} overloads from {journal.output}, nothing run; --rerun to run them again")
-        progress.render_summary(doc, journal.output, output_console(stderr=stream_is_json))
+        show(doc, output_console(stderr=stream_is_json), output=journal.output)
         if provenance.get("store_path"):
             output_console(stderr=stream_is_json).print(f"filed in the store: {provenance['store_path']}")
     if interrupted:
@@ -461,12 +462,7 @@ def plan_tasks(names: list[str], journal: Journal, profiles: list[str], size: st
 
 
 def _write_outputs(options: SurveyOptions, doc: dict) -> None:
-    if options.census_path:
-        files.atomic_write_text(options.census_path, results.census_of(doc))
-    if options.json_path == "-":
-        files.write_stdout(files.dump_json(doc), "--json")
-    elif options.json_path:
-        files.write_json(options.json_path, doc)
+    emit(doc, {"census": options.census_path, "json": options.json_path})
 
 
 __all__ = ["run", "default_output", "EXIT_BAD_INPUT"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 #: Bump when a change to synthesis, checks or verdict rules can change outcomes: results
 #: files of another harness version are not comparable.
-#: 4: every passing case is run a second time in its process (see engine.py, step 5).
+#: 4: every passing case is run a second time in its process (see child/engine.py, step 5).
 #: 5: a case that failed in every run, in more than one way, is a failure, not FLAKY
 #: (confirm.settle).
 HARNESS_VERSION = "flagos-doctor-survey/5"

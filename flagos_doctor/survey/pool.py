@@ -28,13 +28,12 @@ from flagos_doctor.stacks import evidence
 from flagos_doctor.survey import model, scratch
 from flagos_doctor.survey.schedule import Schedule
 
-WORKER_MODULE = "flagos_doctor.survey.worker"
+WORKER_MODULE = "flagos_doctor.survey.child.worker"
 #: A replacement worker that cannot start this many times in a row ends the survey.
 MAX_START_FAILURES = 3
 #: An overload whose worker dies this many times before any of its cases started gets one
 #: overload-level CRASH record instead of another attempt.
 MAX_IDLE_DEATHS = 2
-_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class StackFailed(Exception):
@@ -87,7 +86,6 @@ class WorkerConfig:
             stack.prepare_baseline_env(env, self.baseline_overloads, self.native_route)
         if self.devices:
             env[stack.visible_devices_var] = self.devices[slot % len(self.devices)]
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         env["TRITON_CACHE_AUTOTUNING"] = self.autotune_setting()[0]
         if self.scratch:
             env[scratch.MARK_VAR] = self.scratch  # inherited by all it starts: found again after a kill -9
@@ -145,7 +143,7 @@ class WorkerProcess:
             self.close()
             raise StackFailed(f"stack {config.stack!r} worker {exc.end.describe()} while starting: {tail[-800:]}")
         record = self.scrub(record)
-        if record.get("kind") != "ready":
+        if record.get("record") != "ready":
             self.close()
             raise StackFailed(f"stack {config.stack!r} failed to start: {record.get('error')}", bool(record.get("missing")))
         self.ready = record
@@ -155,7 +153,7 @@ class WorkerProcess:
     def registered(self) -> list[str]:
         self.child.send({"op": "list"})
         record = self.scrub(self.child.recv(self.config.startup_timeout))
-        if record.get("kind") != "registered":
+        if record.get("record") != "registered":
             raise StackFailed(f"stack {self.config.stack!r} cannot list its overloads: {record.get('error')}")
         return record["overloads"]
 
@@ -175,7 +173,7 @@ class WorkerProcess:
             self.child.send({"op": "overload", "name": name, "profiles": profiles})
             while True:
                 record = self.child.recv(self.config.timeout)
-                kind = record.get("kind")
+                kind = record.get("record")
                 if kind == "start":
                     in_flight = record["profile"]
                     self._offset = int(record.get("offset") or 0)
@@ -183,7 +181,7 @@ class WorkerProcess:
                     report(Event("start", name, {"profile": in_flight}))
                 elif kind == "case":
                     in_flight = None
-                    case = {k: v for k, v in record.items() if k not in ("kind", "overload")}
+                    case = {k: v for k, v in record.items() if k not in ("record", "overload")}
                     report(Event("case", name, case))
                     if case.get("poison"):
                         self.close()

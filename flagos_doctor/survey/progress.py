@@ -6,6 +6,7 @@ progress bar from counts the command hands it, the table from the results docume
 
 from __future__ import annotations
 
+from flagos_doctor import output
 from flagos_doctor.survey import bindings, groups, model
 
 _STYLE = {
@@ -70,12 +71,11 @@ class LiveProgress:
             self._progress.stop()
 
 
-def render_summary(document: dict, output: str | None, console=None) -> None:
-    """The final summary table of a results document."""
-    from rich.console import Console
+@output.register(model.RESULTS_SCHEMA, output.TERMINAL)
+def show_summary(document: dict, console, output: str | None = None) -> None:
+    """The final summary table of a results document; ``output``: its results file."""
     from rich.table import Table
 
-    console = console or Console(stderr=True)
     summary = document["summary"]
     provenance = document.get("provenance", {})
     device = (provenance.get("device") or {})

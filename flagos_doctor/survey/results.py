@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from flagos_doctor import files
+from flagos_doctor import files, output
 from flagos_doctor.errors import BadInput
 from flagos_doctor.survey import census, groups, model, verdicts
 
@@ -77,6 +77,7 @@ def build(
     }
 
 
+@output.register(model.RESULTS_SCHEMA, "census")
 def census_of(document: dict) -> str:
     """The census text of a results document."""
     done = {name: entry for name, entry in document["overloads"].items() if entry["verdict"] != model.PENDING}

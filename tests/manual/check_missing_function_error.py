@@ -46,6 +46,6 @@ load_inline("fdcheck", cpp_sources=[src], functions=[], verbose=False, is_python
 try:
     torch.ops.fdcheck.log1p.default(torch.ones(2))
 except Exception as exc:
-    from flagos_doctor.survey.engine import describe
+    from flagos_doctor.survey.child.engine import describe
     from flagos_doctor.survey import bindings
     print(type(exc).__name__, "|", describe(exc), "|", bindings.missing_from_detail(describe(exc)))

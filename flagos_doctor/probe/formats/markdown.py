@@ -6,7 +6,9 @@ event list, while they fit."""
 
 from __future__ import annotations
 
+from flagos_doctor import output
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell
+from flagos_doctor.probe import SCHEMA
 from flagos_doctor.probe.formats.common import event_line, headline, interesting_probes, state_text, value_text
 
 
@@ -15,7 +17,8 @@ def _folded(summary: str, lines: list[str]) -> list[str]:
     return [f"<details><summary>{summary}</summary>", "", *lines, "", "</details>", ""]
 
 
-def format(document: dict, max_chars: int = DEFAULT_MAX_CHARS,
+@output.register(SCHEMA, "markdown")
+def render(document: dict, max_chars: int = DEFAULT_MAX_CHARS,
            full_record: str = "the probe's JSON (`probe --json PATH`)") -> str:
     page = Page(max_chars, full_record)
     out = ["## flagos-doctor probe", "", f"**{headline(document)}**", ""]

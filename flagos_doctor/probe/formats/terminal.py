@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import io
-
-from rich.console import Console
 from rich.markup import escape
 
-from flagos_doctor.console import output_console
-
+from flagos_doctor import output
+from flagos_doctor.probe import SCHEMA
 from flagos_doctor.probe.formats.common import event_line, headline, interesting_probes, state_text, value_text
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -63,14 +60,7 @@ def lines(document: dict) -> list[str]:
     return out
 
 
-def show(document: dict, console: Console | None = None) -> None:
-    console = console or output_console(highlight=False, soft_wrap=True)
+@output.register(SCHEMA, output.TERMINAL, highlight=False, soft_wrap=True)
+def show(document: dict, console) -> None:
     for line in lines(document):
         console.print(line, highlight=False)
-
-
-def format(document: dict, width: int = 120) -> str:
-    """The view as plain text (what a terminal shows, without colours)."""
-    buffer = io.StringIO()
-    show(document, Console(file=buffer, width=width, color_system=None, highlight=False))
-    return buffer.getvalue()

@@ -1410,7 +1410,7 @@ def _fill_out_buffers(c: Synth, op, args, kwargs, outs) -> None:
                 results = functional(*plain_args, **plain_kwargs)
             except NotImplementedError:
                 # no CPU kernel for the functional form: its independent reference knows the shapes
-                from flagos_doctor.survey import references
+                from flagos_doctor.survey.child import references
 
                 name = functional._schema.name.split("::", 1)[-1]
                 if functional._schema.overload_name:

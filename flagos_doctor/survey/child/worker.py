@@ -1,6 +1,6 @@
 """The survey worker: a child process that imports the stack once and runs many cases.
 
-Started by :mod:`flagos_doctor.survey.pool` as ``python -m flagos_doctor.survey.worker``;
+Started by :mod:`flagos_doctor.survey.pool` as ``python -m flagos_doctor.survey.child.worker``;
 requests and records travel over :mod:`flagos_doctor.channel`. After the stack is set up,
 file descriptors 1 and 2 point at a capture file the parent named, so whatever a case
 prints (torch_fl's dispatch and fallback lines, a CUDA error, a traceback before a crash)
@@ -9,12 +9,12 @@ is read back per case here and, after a crash, by the parent.
 Requests and the records they produce::
 
     {"op": "init", "stack", "device", "spec", "capture", "backend", "list_only", "baseline"}
-        -> {"kind": "ready", "device", "provenance", "baseline"} | {"kind": "setup_error", "error", "missing"}
-    {"op": "list"} -> {"kind": "registered", "overloads"}
+        -> {"record": "ready", "device", "provenance", "baseline"} | {"record": "setup_error", "error", "missing"}
+    {"op": "list"} -> {"record": "registered", "overloads"}
     {"op": "overload", "name", "profiles": [...] | null}
-        -> {"kind": "no_schema", "detail"} | {"kind": "profiles", "profiles"},
-           then per case {"kind": "start", "profile"} and {"kind": "case", ...},
-           then {"kind": "done"}; after a poisoned case the worker exits instead.
+        -> {"record": "no_schema", "detail"} | {"record": "profiles", "profiles"},
+           then per case {"record": "start", "profile"} and {"record": "case", ...},
+           then {"record": "done"}; after a poisoned case the worker exits instead.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ class Worker:
             if request.get("device"):
                 device = request["device"]
             if not request.get("list_only"):
-                from flagos_doctor.survey.engine import CaseRunner
+                from flagos_doctor.survey.child.engine import CaseRunner
                 from flagos_doctor.survey.spec import load_spec
 
                 self.runner = CaseRunner(device=device, spec=load_spec(request.get("spec")))
@@ -108,7 +108,7 @@ class Worker:
             missing = isinstance(exc, ModuleNotFoundError) and exc.name == request["stack"].split(".")[0]
             self.channel.emit(
                 {
-                    "kind": "setup_error",
+                    "record": "setup_error",
                     "error": f"{type(exc).__name__}: {exc}",
                     "traceback": traceback.format_exc()[-2000:],
                     "missing": missing,
@@ -117,41 +117,41 @@ class Worker:
             return False
         if request.get("capture"):
             self.capture = Capture(request["capture"])
-        from flagos_doctor.survey.triton_timing import TritonTimes
+        from flagos_doctor.survey.child.triton_timing import TritonTimes
 
         times = TritonTimes()
         self.triton_times = times if times.install() else None
         found = provenance(self.stack, device)
         if self.triton_times is not None:  # how the cases' autotune figures were taken (triton_timing.py)
             found["triton_autotune_figures"] = times.autotune_source
-        self.channel.emit({"kind": "ready", "device": device, "provenance": found,
+        self.channel.emit({"record": "ready", "device": device, "provenance": found,
                            "baseline": self.stack.baseline_label()})
         return True
 
     # -- one overload -------------------------------------------------------------------
     def overload(self, request: dict) -> bool:
         """Run the cases of one overload; return False when the worker must end (poison)."""
-        from flagos_doctor.survey.engine import NoSchema
+        from flagos_doctor.survey.child.engine import NoSchema
 
         name = request["name"]
         try:
             profiles = self.runner.profiles(name)
         except NoSchema as exc:
-            self.channel.emit({"kind": "no_schema", "overload": name, "detail": _short(str(exc) or "no such overload")})
-            self.channel.emit({"kind": "done", "overload": name})
+            self.channel.emit({"record": "no_schema", "overload": name, "detail": _short(str(exc) or "no such overload")})
+            self.channel.emit({"record": "done", "overload": name})
             return True
-        self.channel.emit({"kind": "profiles", "overload": name, "profiles": list(profiles)})
+        self.channel.emit({"record": "profiles", "overload": name, "profiles": list(profiles)})
         wanted = request.get("profiles")
         for profile in profiles:
             if wanted is not None and profile not in wanted:
                 continue
             offset = self.capture.mark() if self.capture else 0
-            self.channel.emit({"kind": "start", "overload": name, "profile": profile, "offset": offset})
+            self.channel.emit({"record": "start", "overload": name, "profile": profile, "offset": offset})
             record = self.case(name, profile, offset)
             self.channel.emit(record)
             if record.get("poison"):
                 return False
-        self.channel.emit({"kind": "done", "overload": name})
+        self.channel.emit({"record": "done", "overload": name})
         return True
 
     def case(self, name: str, profile: str, offset: int) -> dict:
@@ -168,7 +168,7 @@ class Worker:
         if status in (model.INVALID_CASE, model.UNVERIFIABLE, model.NO_SCHEMA) and route == model.ROUTE_UNKNOWN:
             route = model.ROUTE_NONE
         record = {
-            "kind": "case",
+            "record": "case",
             "overload": name,
             "profile": profile,
             "status": status,
@@ -209,14 +209,14 @@ class Worker:
             elif op == "list":
                 try:
                     overloads = self.stack.registered()
-                    self.channel.emit({"kind": "registered", "overloads": sorted(set(overloads))})
+                    self.channel.emit({"record": "registered", "overloads": sorted(set(overloads))})
                 except Exception as exc:
-                    self.channel.emit({"kind": "setup_error", "error": f"{type(exc).__name__}: {exc}", "missing": False})
+                    self.channel.emit({"record": "setup_error", "error": f"{type(exc).__name__}: {exc}", "missing": False})
             elif op == "overload":
                 if not self.overload(request):
                     return 0
             else:
-                self.channel.emit({"kind": "setup_error", "error": f"unknown request {op!r}", "missing": False})
+                self.channel.emit({"record": "setup_error", "error": f"unknown request {op!r}", "missing": False})
 
 
 # -- provenance (child side: the versions of the interpreter the stack lives in) --------------

@@ -31,9 +31,9 @@ import warnings
 import torch
 
 from flagos_doctor.survey import bindings, model
-from flagos_doctor.survey import references
-from flagos_doctor.survey.judge import Judge, flatten, random_range, undefined_results
-from flagos_doctor.survey.synth import Case, Declined, adapt_on_device, build_case, clone_tree
+from flagos_doctor.survey.child import references
+from flagos_doctor.survey.child.judge import Judge, flatten, random_range, undefined_results
+from flagos_doctor.survey.child.synth import Case, Declined, adapt_on_device, build_case, clone_tree
 
 #: Longest detail kept for a case (the first line of an exception, a judging reason).
 DETAIL_LIMIT = 300
