@@ -115,10 +115,28 @@ def test_survey_summary_shows_groups_largest_first():
     out = io.StringIO()
     progress.show_summary(_load(OLD), Console(file=out, width=400), "r.json")
     text = out.getvalue()
-    assert "failures by cause (61 groups)" in text
+    assert "failures by cause (15 groups)" in text
     first = text.index(f"525 ERROR cases: {LAUNCHER}")
-    assert first < text.index("184 INVALID_CASE cases") < text.index("30 ERROR cases: CompilationError: at N:N:")
+    assert first < text.index("30 ERROR cases: CompilationError: at N:N:")
     assert "more groups" in text
+    # Cases the verdicts do not count are one line, not "failures" (184 INVALID_CASE among them).
+    assert "INVALID_CASE cases" not in text
+    assert "not counted by the verdicts: 361 INVALID_CASE, 5 NO_SCHEMA case(s), in 46 groups by cause" in text
+
+
+def test_survey_summary_of_a_run_with_no_failure_lists_none():
+    from rich.console import Console
+
+    from flagos_doctor.survey import progress
+
+    document = results({"abs": [("2d_f32", PASS, K), ("1d_f32", "INVALID_CASE", "-")]})
+    document["overloads"]["abs"]["cases"][1]["detail"] = "reference: NotImplementedError: no"
+    document.pop("failure_groups", None)
+    out = io.StringIO()
+    progress.show_summary(document, Console(file=out, width=400), "r.json")
+    text = out.getvalue()
+    assert "failures by cause" not in text
+    assert "not counted by the verdicts: 1 INVALID_CASE case(s), in 1 groups by cause" in text
 
 
 def test_comparison_groups_changes_and_failures_by_cause():
