@@ -9,7 +9,8 @@ its calls (each call pays its worker starts again; the calls are listed). State 
     python benchmarks/survey_full.py cold                 # demo stack, CPU: the script works
     python benchmarks/survey_full.py --stack flag_gems --state /tmp/fd/full cold
     ... warm          # the same route set again, Triton's and FlagGems' caches kept
-    ... reference     # one process per overload on --sample overloads, cold caches
+    ... reference     # one process per overload on --sample overloads, cold caches, Triton's
+                      # own autotuning (--full-autotune --no-shared-autotune): upstream's way
     ... reference-warm  # the same, on the caches the warm run used
 
 ``cold`` empties the Triton, FlagGems and inductor caches before its first call. After
@@ -94,7 +95,10 @@ def run_phase(args, phase: str, state: dict, ops: list[str] | None) -> None:
     cmd = [args.python, "-m", "flagos_doctor", "survey", "--stack", args.stack, "--backend", args.backend,
            "--timeout", str(args.timeout), "--no-store", "--quiet", "-o", output, "--census", census]
     if phase.startswith("reference"):
-        cmd += ["--isolation", "per-overload", "--workers", "1", "--ops", ",".join(ops)]
+        # upstream's harness: a process per overload, Triton's own autotuning (its full
+        # timing budget, nothing shared between processes)
+        cmd += ["--isolation", "per-overload", "--workers", "1", "--ops", ",".join(ops),
+                "--full-autotune", "--no-shared-autotune"]
     else:
         if args.workers:
             cmd += ["--workers", str(args.workers)]
@@ -102,6 +106,8 @@ def run_phase(args, phase: str, state: dict, ops: list[str] | None) -> None:
             cmd += ["--devices", args.devices]
         if args.no_shared_autotune:
             cmd.append("--no-shared-autotune")
+        if args.full_autotune:
+            cmd.append("--full-autotune")
     if args.hints and phase in ("cold", "warm"):  # only orders the cases: the census is the same
         cmd += ["--hints", os.path.abspath(args.hints)]
     for flag, value in (("--conf", args.conf), ("--routes", args.routes), ("--device", args.device), ("--spec", args.spec)):
@@ -193,7 +199,9 @@ def reference_figures(state: dict, state_dir: str, phase: str, full_census: str,
     on_sample = "".join(line + "\n" for line in full_census.splitlines() if line.split("\t")[0] in set(sample))
     per = seconds / max(1, len(sample))
     return {
-        "isolation": "per-overload", "complete": record["complete"], "sample": sample, "overloads": len(sample),
+        "isolation": "per-overload", "complete": record["complete"],
+        "autotune_timing": ((document["provenance"].get("runs") or [{}])[-1]).get("autotune_timing"),
+        "shared_autotune": ((document["provenance"].get("runs") or [{}])[-1]).get("shared_autotune"), "sample": sample, "overloads": len(sample),
         "seconds": round(seconds, 2), "calls": record["calls"], "seconds_per_overload": round(per, 2),
         "extrapolated_seconds": round(per * overloads, 1),
         "extrapolated": f"per-overload time of the whole route set EXTRAPOLATED from {len(sample)} sampled "
@@ -225,6 +233,7 @@ def report(args, state: dict) -> None:
             "workers": last.get("workers"),
             "workers_choice": last.get("workers_choice"),
             "shared_autotune": last.get("shared_autotune"),
+            "autotune_timing": last.get("autotune_timing"),
             # where the timing hints came from (--hints, the results file resumed), each call
             "hints": [run.get("hints") for run in provenance.get("runs") or []],
             "hints_given": os.path.abspath(args.hints) if args.hints else None,
@@ -287,6 +296,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, help="default: the survey's own pick")
     parser.add_argument("--devices", help="0,1,...")
     parser.add_argument("--no-shared-autotune", action="store_true")
+    parser.add_argument("--full-autotune", action="store_true", help="cold and warm: Triton's own autotune timing budget")
     parser.add_argument("--hints", metavar="RESULTS.json",
                         help="cold and warm: a results file whose case seconds order the run (the survey's --hints)")
     parser.add_argument("--sample", type=int, default=26, help="overloads of the per-overload reference")

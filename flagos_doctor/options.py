@@ -45,6 +45,7 @@ class SurveyOptions:
     start_timeout: float = 600.0  # seconds for a worker to import the stack and say it is ready
     keep_env: bool = False
     shared_autotune: bool = True  # workers share Triton's autotuning results (TRITON_CACHE_AUTOTUNING)
+    full_autotune: bool = False  # Triton's own budget to time each configuration (default: a short one)
     output: str | None = None  # the results file (journal is kept beside it)
     json_path: str | None = None
     census_path: str | None = None

@@ -26,6 +26,8 @@ def on_cores(cores: str, *args, cwd, env=None):
     import subprocess
 
     full_env = dict(os.environ, **(env or {}))
+    # this checkout first, as run_cli does: an editable install of another clone must not answer
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, full_env.get("PYTHONPATH")) if p)
     return subprocess.run(["taskset", "-c", cores, sys.executable, "-m", "flagos_doctor", *args],
                           capture_output=True, text=True, cwd=str(cwd), env=full_env, timeout=300)
 
@@ -76,7 +78,7 @@ def test_explicit_workers_beyond_the_machine_capped_or_refused(tmp_path):
         assert not (tmp_path / "x.json").exists()
 
 
-def test_shared_autotune_is_on_by_default_in_the_workers_triton_and_can_be_turned_off(tmp_path, flag_gems_env, monkeypatch):
+def test_shared_autotune_and_short_timing_are_on_by_default_in_the_workers_triton_and_can_be_turned_off(tmp_path, flag_gems_env, monkeypatch):
     # flag_gems on CPU with --device cpu: its workers import Triton, whose knob says what they got.
     args = ("survey", "--stack", "flag_gems", "--routes", "flag_gems", "--ops", "abs", "--device", "cpu",
             "--workers", "1", "--no-store", "-q")
@@ -84,7 +86,7 @@ def test_shared_autotune_is_on_by_default_in_the_workers_triton_and_can_be_turne
     monkeypatch.delenv("TRITON_CACHE_AUTOTUNING", raising=False)
     on = run_cli(*args, "-o", "on.json", env=env, cwd=str(tmp_path))
     assert on.returncode == 0, on.stderr
-    off = run_cli(*args, "--no-shared-autotune", "-o", "off.json", env=env, cwd=str(tmp_path))
+    off = run_cli(*args, "--no-shared-autotune", "--full-autotune", "-o", "off.json", env=env, cwd=str(tmp_path))
     assert off.returncode == 0, off.stderr
     docs = {}
     for name in ("on", "off"):
@@ -94,6 +96,11 @@ def test_shared_autotune_is_on_by_default_in_the_workers_triton_and_can_be_turne
     assert docs["on"]["provenance"]["runs"][-1]["shared_autotune"] == {"TRITON_CACHE_AUTOTUNING": "1", "set_by": "default"}
     assert docs["off"]["provenance"]["triton_autotune_cache"] is False
     assert docs["off"]["provenance"]["runs"][-1]["shared_autotune"]["set_by"] == "--no-shared-autotune"
+    # the autotuners' timing budget: short by default, in the workers' Triton too; Triton's own with --full-autotune
+    assert docs["on"]["provenance"]["runs"][-1]["autotune_timing"] == {"mode": "short", "set_by": "default"}
+    assert docs["on"]["provenance"]["autotune_timing"] == {"mode": "short", "warmup_ms": 0, "rep_ms": 2}
+    assert docs["off"]["provenance"]["runs"][-1]["autotune_timing"] == {"mode": "full", "set_by": "--full-autotune"}
+    assert docs["off"]["provenance"]["autotune_timing"] == {"mode": "full"}
     assert docs["on"]["census_sha256"] == docs["off"]["census_sha256"]
 
 
@@ -249,6 +256,58 @@ print(json.dumps({"listener": listener.snapshot(), "bench": bench.snapshot(), "t
     assert got["listener"]["autotunes"] == got["bench"]["autotunes"] == 2
     assert got["bench"]["autotune_seconds"] > 0 and got["bench"]["autotune_cache_hits"] == 0
     assert got["chosen"] == {"(8,)": {"BLOCK": 64}, "(16,)": {"BLOCK": 64}}  # the choice is Triton's own
+
+
+def test_short_autotune_timing_shortens_only_an_autotuners_do_bench(tmp_path):
+    # A real Triton Autotuner built the way FlagGems' LibTuner builds one on Triton 3.2+
+    # (warmup=25, rep=100 given: Triton's own lambda calls triton.testing.do_bench at call
+    # time). No kernel runs on CPU: a recorder stands in for do_bench, installed before the
+    # survey's wrapper as the device's timing would be. Inside _bench the recorder must get
+    # the short budget; a do_bench call anywhere else keeps its own arguments.
+    code = r"""
+import json, warnings, triton, triton.language as tl, triton.testing
+warnings.simplefilter("ignore", DeprecationWarning)
+seen = []
+def recorder(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
+    seen.append({"warmup": warmup, "rep": rep, "quantiles": list(quantiles) if quantiles else None})
+    return [1.0, 1.0, 1.0] if quantiles else 1.0
+triton.testing.do_bench = recorder
+from flagos_doctor.survey.child import autotune_timing
+from flagos_doctor.survey.child.triton_timing import TritonTimes
+asked = autotune_timing.install(__import__("sys").argv[1])
+times = TritonTimes(); times.install(use_listener=False)
+@triton.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"], warmup=25, rep=100)
+@triton.jit
+def add_one(x_ptr, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n) + 1, mask=i < n)
+try:
+    add_one[(1,)](0, 8)
+except Exception:
+    pass  # no device to launch the chosen configuration on
+inside = list(seen)
+triton.testing.do_bench(lambda: None, warmup=25, rep=100)  # not an autotuner's: unchanged
+print(json.dumps({"asked": asked, "inside": inside, "outside": seen[len(inside):],
+                  "short_timed": times.snapshot()["autotune_short_timed"]}))
+"""
+    import subprocess
+
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "cache"), TRITON_CACHE_AUTOTUNING="0", PYTHONPATH=REPO_ROOT)
+    script = tmp_path / "short_autotune.py"
+    script.write_text(code)
+    got = {}
+    for mode in ("short", "full"):
+        done = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+        got[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+    short, full = got["short"], got["full"]
+    assert short["asked"] == {"mode": "short", "warmup_ms": 0, "rep_ms": 2}
+    assert short["inside"] == [{"warmup": 0, "rep": 2, "quantiles": [0.5, 0.2, 0.8]}] * 2  # both configurations
+    assert short["short_timed"] == 2
+    assert full["asked"] == {"mode": "full"}
+    assert full["inside"] == [{"warmup": 25, "rep": 100, "quantiles": [0.5, 0.2, 0.8]}] * 2
+    assert full["short_timed"] == 0
+    assert short["outside"] == full["outside"] == [{"warmup": 25, "rep": 100, "quantiles": None}]
 
 
 def test_choose_workers_from_cores_memory_and_device():

@@ -167,7 +167,7 @@ def _run(options: SurveyOptions) -> int:
         conf=os.path.abspath(options.conf) if options.conf else None,
         backend=options.backend, timeout=options.timeout, keep_env=options.keep_env,
         devices=list(options.devices), startup_timeout=options.start_timeout,
-        shared_autotune=options.shared_autotune,
+        shared_autotune=options.shared_autotune, full_autotune=options.full_autotune,
     )
     # One survey at a time writes a results file and its journal.
     with lock.hold(options.output or default_output(options.stack), "--output"):
@@ -251,6 +251,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
             "workers": choice.workers, "workers_choice": choice.provenance(),
             "devices": list(options.devices), "rerun": options.rerun,
             "shared_autotune": dict(zip(("TRITON_CACHE_AUTOTUNING", "set_by"), config.autotune_setting())),
+            "autotune_timing": config.autotune_timing(),
             "repeats": options.repeats, "baseline": options.baseline,
         }
         if any(workers.leftovers.values()):  # what surveys killed before had left behind

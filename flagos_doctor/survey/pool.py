@@ -61,6 +61,13 @@ class WorkerConfig:
     baseline_overloads: list[str] = field(default_factory=list)
     native_route: str | None = None
     shared_autotune: bool = True
+    full_autotune: bool = False  # Triton's own timing budget per configuration (child/autotune_timing.py)
+
+    def autotune_timing(self) -> dict:
+        """How the workers' autotuners time each configuration, and who chose it."""
+        if self.full_autotune:
+            return {"mode": "full", "set_by": "--full-autotune"}
+        return {"mode": "short", "set_by": "default"}
 
     def autotune_setting(self) -> tuple[str, str]:
         """The workers' TRITON_CACHE_AUTOTUNING and who chose it (default, option, environment).
@@ -131,6 +138,7 @@ class WorkerProcess:
                     "capture": None if list_only else self.capture,
                     "list_only": list_only,
                     "baseline": config.baseline,
+                    "autotune_timing": config.autotune_timing()["mode"],
                 }
             )
             record = self.child.recv(config.startup_timeout)

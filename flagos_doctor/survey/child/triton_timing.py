@@ -23,6 +23,8 @@ autotunings ends) changed since its last one; ``autotune_seconds`` is the time s
 ``compile_seconds``), as the listener's ``duration`` does. Cache hits are counted from
 ``Autotuner.check_disk_cache`` (True: the timings came from the shared cache folder).
 :attr:`TritonTimes.autotune_source` says which way the figures were taken.
+``autotune_short_timed`` counts the configurations timed on the survey's short budget
+(:mod:`.autotune_timing`): 0 where an autotuning ran means it did not apply there.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class TritonTimes:
     """Running totals of Triton's compilations and autotunings in this process."""
 
     FIELDS = ("compiles", "compile_seconds", "compile_cache_hits", "autotunes", "autotune_seconds",
-              "autotune_cache_hits")
+              "autotune_cache_hits", "autotune_short_timed")
 
     def __init__(self):
         self._lock = threading.Lock()  # Triton may compile from more than one thread
@@ -132,8 +134,11 @@ class TritonTimes:
         return True
 
     def snapshot(self) -> dict:
+        from flagos_doctor.survey.child import autotune_timing
+
         with self._lock:
-            return dict(self.totals)
+            # configurations timed on the short budget (autotune_timing.py): whether it applied
+            return dict(self.totals, autotune_short_timed=autotune_timing.SHORTENED["configurations"])
 
     def since(self, before: dict) -> dict:
         """What happened since ``before`` (a snapshot); empty when nothing did."""

@@ -8,7 +8,8 @@ is read back per case here and, after a crash, by the parent.
 
 Requests and the records they produce::
 
-    {"op": "init", "stack", "device", "spec", "capture", "backend", "list_only", "baseline"}
+    {"op": "init", "stack", "device", "spec", "capture", "backend", "list_only", "baseline",
+     "autotune_timing"}
         -> {"record": "ready", "device", "provenance", "baseline"} | {"record": "setup_error", "error", "missing"}
     {"op": "list"} -> {"record": "registered", "overloads"}
     {"op": "overload", "name", "profiles": [...] | null}
@@ -117,11 +118,14 @@ class Worker:
             return False
         if request.get("capture"):
             self.capture = Capture(request["capture"])
+        from flagos_doctor.survey.child import autotune_timing
         from flagos_doctor.survey.child.triton_timing import TritonTimes
 
+        timing = autotune_timing.install(request.get("autotune_timing") or "short")
         times = TritonTimes()
         self.triton_times = times if times.install() else None
         found = provenance(self.stack, device)
+        found["autotune_timing"] = timing
         if self.triton_times is not None:  # how the cases' autotune figures were taken (triton_timing.py)
             found["triton_autotune_figures"] = times.autotune_source
         self.channel.emit({"record": "ready", "device": device, "provenance": found,
