@@ -110,6 +110,7 @@ def run_phase(args, phase: str, state: dict, ops: list[str] | None) -> None:
             cmd.append("--full-autotune")
     if args.hints and phase in ("cold", "warm"):  # only orders the cases: the census is the same
         cmd += ["--hints", os.path.abspath(args.hints)]
+        record["hints_given"] = os.path.abspath(args.hints)  # kept: a later call's report may have none
     for flag, value in (("--conf", args.conf), ("--routes", args.routes), ("--device", args.device), ("--spec", args.spec)):
         if value:
             cmd += [flag, value]
@@ -236,7 +237,7 @@ def report(args, state: dict) -> None:
             "autotune_timing": last.get("autotune_timing"),
             # where the timing hints came from (--hints, the results file resumed), each call
             "hints": [run.get("hints") for run in provenance.get("runs") or []],
-            "hints_given": os.path.abspath(args.hints) if args.hints else None,
+            "hints_given": record.get("hints_given"),
             "census_sha256": document.get("census_sha256"),
             "census_identical_to_cold": (census == cold_census) if phase == "warm" else None,
             "statuses": document["summary"].get("statuses"),

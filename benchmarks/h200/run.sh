@@ -212,7 +212,9 @@ case "$step" in
       cp "$WORK/full/$2.$name" "$OUT/survey-full-$2.$name" 2>/dev/null
       cp "$WORK/full/$2.$name.journal" "$OUT/survey-full-$2.$name.journal" 2>/dev/null
     done
-    [ "$2" = warm ] && cmp "$WORK/full/cold.census" "$WORK/full/warm.census" && echo "census byte-identical to cold: yes"
+    if [ "$2" = warm ]; then  # (an if: a bare test would be the step's exit status)
+      cmp "$WORK/full/cold.census" "$WORK/full/warm.census" && echo "census byte-identical to cold: yes"
+    fi
     ;;
   torch_fl)
     export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO
