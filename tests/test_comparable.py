@@ -68,10 +68,12 @@ def test_committed_results_keep_the_fingerprints_they_were_filed_under():
         "stock-torch-routes-flag_gems-5.0.2-h200-harness2.json": "1661fa90e7fcb926",
         # filed after the definition moved (harness 4, 2026-12-01 evening)
         "flag_gems-4.2.0-h200.json": "c13685b3c87b66cb",
-        "flag_gems-5.0.2-h200.json": "c73a89cb1f811700",
+        "flag_gems-5.0.2-h200-harness4.json": "c73a89cb1f811700",  # was flag_gems-5.0.2-h200.json
         "stock-torch-routes-flag_gems-5.0.2-h200.json": "a41d98c8ccf3db49",
         "flag_gems-5.0.2-torch_fl-routes-h200.json": "9bf7e987d3f341dc",
         "torch_fl-1adbc97-flag_gems-5.0.2-h200.json": "ebd9d3094f0dee63",
+        # harness 5 (2026-12-01, late evening)
+        "flag_gems-5.0.2-h200.json": "69b894f8606275cf",
     }
     for name, fingerprint in filed.items():
         record = read(os.path.join(REPO_ROOT, "surveys", "results", name))["comparable"]
