@@ -21,6 +21,12 @@ FAULT_ENV = {
 }
 CONFS = os.path.join(SHARED, "torch-fl-confs")
 
+# Every child a test starts with this environment imports this checkout's flagos_doctor,
+# whatever is installed: tests that start ``python -m flagos_doctor`` themselves (a pipe to
+# /dev/full, taskset, a Popen to kill) found an editable install of another clone, or none.
+# run_cli below says the same for the env a test passes it.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, os.environ.get("PYTHONPATH")) if p)
+
 
 def run_cli(*args, env=None, cwd=None, timeout=600, input=None):
     """Run ``python -m flagos_doctor ARGS`` in a real subprocess; return CompletedProcess."""

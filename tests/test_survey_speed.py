@@ -25,9 +25,7 @@ def on_cores(cores: str, *args, cwd, env=None):
     """``flagos-doctor ARGS`` pinned to ``cores`` (taskset), in ``cwd``."""
     import subprocess
 
-    full_env = dict(os.environ, **(env or {}))
-    # this checkout first, as run_cli does: an editable install of another clone must not answer
-    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, full_env.get("PYTHONPATH")) if p)
+    full_env = dict(os.environ, **(env or {}))  # this checkout first on PYTHONPATH: conftest
     return subprocess.run(["taskset", "-c", cores, sys.executable, "-m", "flagos_doctor", *args],
                           capture_output=True, text=True, cwd=str(cwd), env=full_env, timeout=300)
 
