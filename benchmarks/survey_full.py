@@ -199,10 +199,10 @@ def reference_figures(state: dict, state_dir: str, phase: str, full_census: str,
     seconds = sum(record["calls"])
     on_sample = "".join(line + "\n" for line in full_census.splitlines() if line.split("\t")[0] in set(sample))
     per = seconds / max(1, len(sample))
+    last = (document["provenance"].get("runs") or [{}])[-1]
     return {
-        "isolation": "per-overload", "complete": record["complete"],
-        "autotune_timing": ((document["provenance"].get("runs") or [{}])[-1]).get("autotune_timing"),
-        "shared_autotune": ((document["provenance"].get("runs") or [{}])[-1]).get("shared_autotune"), "sample": sample, "overloads": len(sample),
+        "isolation": "per-overload", "complete": record["complete"], "sample": sample, "overloads": len(sample),
+        "autotune_timing": last.get("autotune_timing"), "shared_autotune": last.get("shared_autotune"),
         "seconds": round(seconds, 2), "calls": record["calls"], "seconds_per_overload": round(per, 2),
         "extrapolated_seconds": round(per * overloads, 1),
         "extrapolated": f"per-overload time of the whole route set EXTRAPOLATED from {len(sample)} sampled "

@@ -4,7 +4,7 @@ Child side (the survey worker). A Triton autotuner compiles every configuration,
 under ``triton.testing.do_bench`` and keeps the fastest. ``do_bench``'s budget is 25 ms of
 warm-up and 100 ms of timed runs a configuration, and before each run it clears a 256 MB
 buffer to flush the L2 cache: on a small input nearly all of that is the flush, on the GPU.
-Every worker of a survey shares one GPU, so those budgets add up there: on an H200 a cold
+A survey's workers share the GPU, so those budgets queue up there: on an H200 a cold
 survey of FlagGems 5.0.2 spent about a minute a case autotuning ``addmv`` and ``mv`` with
 nothing left to compile (``addmv.out`` 1d-f32: 48 cached kernels, 63 s).
 
