@@ -299,13 +299,22 @@ _FACTORY_OPS = {"arange", "eye", "full", "full_like", "linspace", "logspace", "o
 _ON_DEVICE = {}
 
 
-def on_device(*names):
-    def register(fn):
-        for name in names:
-            _ON_DEVICE[name] = fn
-        return fn
+def _registrar(table: dict):
+    """A decorator factory: ``@registrar(name, ...)`` files the function under each name."""
 
-    return register
+    def names_for(*names):
+        def register(fn):
+            for name in names:
+                table[name] = fn
+            return fn
+
+        return register
+
+    return names_for
+
+
+#: Register an adjustment of the device arm's inputs for these overloads.
+on_device = _registrar(_ON_DEVICE)
 
 
 def adapt_on_device(overload: str, op, device_case: "Case") -> None:
@@ -324,15 +333,8 @@ def adapt_on_device(overload: str, op, device_case: "Case") -> None:
             device_case.args[names.index(name)] = value
 
 
-def recipe(*names):
-    """Register a recipe for op names (``mm``: every overload, ``mm.out``: one overload)."""
-
-    def register(fn):
-        for name in names:
-            RECIPES[name] = fn
-        return fn
-
-    return register
+#: Register a recipe for op names (``mm``: every overload, ``mm.out``: one overload).
+recipe = _registrar(RECIPES)
 
 
 def find_recipe(overload: str, base: str):
