@@ -33,6 +33,8 @@ import sys
 import threading
 import time
 
+from flagos_doctor.survey.child import autotune_timing
+
 
 class TritonTimes:
     """Running totals of Triton's compilations and autotunings in this process."""
@@ -134,8 +136,6 @@ class TritonTimes:
         return True
 
     def snapshot(self) -> dict:
-        from flagos_doctor.survey.child import autotune_timing
-
         with self._lock:
             # configurations timed on the short budget (autotune_timing.py): whether it applied
             return dict(self.totals, autotune_short_timed=autotune_timing.SHORTENED["configurations"])
