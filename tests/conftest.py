@@ -21,11 +21,19 @@ FAULT_ENV = {
 }
 CONFS = os.path.join(SHARED, "torch-fl-confs")
 
-# Every child a test starts with this environment imports this checkout's flagos_doctor,
-# whatever is installed: tests that start ``python -m flagos_doctor`` themselves (a pipe to
-# /dev/full, taskset, a Popen to kill) found an editable install of another clone, or none.
-# run_cli below says the same for the env a test passes it.
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, os.environ.get("PYTHONPATH")) if p)
+
+
+def checkout_first(pythonpath: str | None) -> str:
+    """``pythonpath`` with this checkout in front (once): the flagos_doctor a child imports
+    is this checkout's, whatever is installed."""
+    rest = [p for p in pythonpath.split(os.pathsep) if p != REPO_ROOT] if pythonpath else []
+    return os.pathsep.join([REPO_ROOT, *rest])
+
+
+# Every child a test starts with this environment: tests that start ``python -m
+# flagos_doctor`` themselves (a pipe to /dev/full, taskset, a Popen to kill) found an
+# editable install of another clone, or none. run_cli does the same for the env it is given.
+os.environ["PYTHONPATH"] = checkout_first(os.environ.get("PYTHONPATH"))
 
 
 def run_cli(*args, env=None, cwd=None, timeout=600, input=None):
@@ -34,7 +42,7 @@ def run_cli(*args, env=None, cwd=None, timeout=600, input=None):
     full_env.update(env or {})
     # The CLI under test is this checkout's, whatever is installed: without this, a child
     # started in a temporary folder imported an editable install of another clone.
-    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, full_env.get("PYTHONPATH")) if p)
+    full_env["PYTHONPATH"] = checkout_first(full_env.get("PYTHONPATH"))
     return subprocess.run(
         [sys.executable, "-m", "flagos_doctor", *args],
         capture_output=True,
