@@ -190,8 +190,7 @@ def _stale_guards(events, by_seq, probes, saved, document) -> list[dict]:
             answer = f", which answers {probe['call']['repr']}"
         guard = _function(read["phase"])
         called_from = f" (in {guard})" if guard not in (reader.get("function"), read["phase"]) else ""
-        later = [e for e in events if e["seq"] > read["seq"] and e.get("phase") == read["phase"] and e["kind"] in ("write", "delete")]
-        consequence = f"; {guard} wrote no watched probe after that (it returned early)" if not later and ":" in read["phase"] else ""
+        consequence = _guard_branch(read, guard, events, document)
         message = (
             f"{label(reader)}{called_from} read {read['probe']} at line {reader['line']} after "
             f"{label(writer)} (line {writer['line']}) had redirected it; it saw {seen}{answer}{consequence}."
@@ -204,6 +203,32 @@ def _stale_guards(events, by_seq, probes, saved, document) -> list[dict]:
             evidence.append(keep["seq"])
         out.append(_finding("stale-guard", "error", read["probe"], message, evidence))
     return out
+
+
+def _guard_branch(read, guard, events, document) -> str:
+    """What the guard did after the read, as it happened: raised (naming the exception that
+    failed the step), took or skipped the branch its ``if`` tests, or wrote nothing more."""
+    where = read["where"]
+    for outcome in document.get("outcomes", []):
+        if outcome.get("ok") or outcome["step"] != read.get("step"):
+            continue
+        frames = outcome.get("traceback") or []
+        if any(f.get("file") == where.get("file") and f.get("function") == str(where.get("function")).rsplit(".", 1)[-1]
+               for f in frames):
+            return f"; then it raised {first_line(outcome.get('error'), 200)}, which failed {outcome['step']}"
+    decision = next((d.get("decision") or {} for d in (document.get("facts") or {}).get("decisions") or []
+                     if (d["probe"], d["file"], d["line"]) == (read["probe"], where.get("file"), where.get("line"))), {})
+    if decision.get("kind") == "branch" and decision.get("now"):
+        test = f"`{decision['statement']}` (line {decision['statement_line']})"
+        if decision["now"].startswith("no branch"):
+            return f"; so it skipped the branch of {test}"
+        if "`return" in decision["now"]:
+            return f"; so it took the branch of {test} and returned ({decision['now']})"
+        return f"; so it took the branch of {test} into {decision['now']}"
+    later = [e for e in events if e["seq"] > read["seq"] and e.get("phase") == read["phase"] and e["kind"] in ("write", "delete")]
+    if not later and ":" in read["phase"]:
+        return f"; {guard} wrote no watched probe after that"
+    return ""
 
 
 #: The device whose cuda alias is torch_fl's contract.
@@ -317,8 +342,8 @@ def _patched_and_restored(document, events) -> list[dict]:
 def _multiple_writers(document, events) -> list[dict]:
     out = []
     for probe in document.get("probes", []):
-        if _restored(probe, events):
-            continue  # _patched_and_restored says it
+        if _restored(probe, events) or probe.get("kind") == "saved":
+            continue  # _patched_and_restored says it; a saved original is set, read back, deleted
         writes = [e for e in events if e["probe"] == probe["name"] and e["kind"] in ("write", "delete")]
         writers = []
         for event in writes:

@@ -44,6 +44,7 @@ _HELPER_SUFFIXES = (
     "/functools.py",
     "/_pytest/monkeypatch.py",
     "/triton/runtime/driver.py",
+    "/torch/utils/_config_module.py",  # ConfigModule.patch's __enter__/__exit__ write for the caller
 )
 _STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
 _SITE = tuple(os.path.abspath(p) + os.sep for p in sys.path if "-packages" in p)
@@ -327,13 +328,15 @@ class Tracer:
         """Route the owner's writes through our hooks, where its class allows it."""
         if isinstance(owner, types.ModuleType):
             base = type(owner)
-            if base.__setattr__ is not types.ModuleType.__setattr__ and base not in _OUR_CLASSES:
-                # torch's config modules reject unknown attributes (even __class__) in their
-                # own __setattr__: never go through it.
-                self.notice(f"{entry['name']}: its module class {base.__qualname__} has its own __setattr__; "
-                            "its probes are compared at each event and step boundary, writers unknown")
-                return
             classes = _traced_module_classes(base)
+            if base.__setattr__ is not types.ModuleType.__setattr__ and base not in _OUR_CLASSES:
+                # torch's config modules (ConfigModule) reject unknown attributes, even
+                # __class__, in their own __setattr__: swap the class past it. Their values
+                # are read all through compilation: writes only, never the read hook.
+                object.__setattr__(owner, "__class__", classes[0])
+                entry["classes"] = classes
+                entry["writes_only"] = True
+                return
             owner.__class__ = classes[0]
             entry["classes"] = classes
         elif isinstance(owner, type):
@@ -689,7 +692,8 @@ class Tracer:
 
     def _read_mode(self, entry) -> None:
         classes = entry["classes"]
-        if classes and isinstance(entry["obj"], types.ModuleType) and type(entry["obj"]) is classes[0]:
+        if classes and isinstance(entry["obj"], types.ModuleType) and type(entry["obj"]) is classes[0] \
+                and not entry.get("writes_only"):
             entry["obj"].__class__ = classes[1]
 
     def module_setattr(self, owner, name, value, previous, frame, deleted=False) -> bool:
