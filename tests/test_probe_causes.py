@@ -81,21 +81,6 @@ def test_seed_replica_fixed_keeps_the_original_and_gets_no_false_cause():
     assert failed["message"].endswith(causes.no_cause({}))
 
 
-def test_demo_compile_failure_is_explained_by_dynamo_reading_the_redirected_probe():
-    document = probe(COMPILE, stack="demo")
-    (cause,) = findings(document, "failure-cause")
-    assert document["findings"][0]["kind"] == "failure-cause"
-    dynamo = source_line(package_file("torch", "_dynamo/convert_frame.py"), "if torch.cuda.is_available():",
-                         after="def preserve_global_state")
-    redirect = source_line(DEMO, "torch.cuda.is_available = torch.flagos.is_available", after="def _alias_cuda_to_flagos")
-    assert cause["message"].startswith("torch.compile(fn, fullgraph=True) failed: AssertionError: Torch not compiled "
-                                       "with CUDA enabled in torch/cuda/__init__.py:")
-    assert (f"torch/_dynamo/convert_frame.py:{dynamo} (preserve_global_state.<locals>._fn) asked "
-            f"torch.cuda.is_available(), which flagos_doctor/demo/__init__.py:{redirect} (_alias_cuda_to_flagos) "
-            f"redirected to answer True (the original answers False), and so took the branch of "
-            f"`if torch.cuda.is_available():` (line {dynamo})") in cause["message"]
-
-
 def test_a_stale_guard_that_raises_says_so_and_is_the_import_failures_cause():
     document = probe(stack="raisestack", exercise=False)
     assert document["outcome"] == "import-failed"
