@@ -48,7 +48,9 @@ and optionally ``"type"`` (the exception's class name; else read from ``error``)
 
 A read is a cause when it read a redirected probe whose original answers differently, and
 its reader is a frame of the traceback (the read decided the branch that frame was in), or
-was called straight from one (Triton's ``is_active()``, called from ``_create_driver``). Of
+was called straight from one and handed the answer back to it (Triton's ``is_active()``,
+called from ``_create_driver``; a reader whose own ``if`` tested the answer, per
+``decisions``, decided by itself and returned, and is not a cause). Of
 those, only the reads that decided the deepest such frame are kept: an outer frame (the
 compiler's entry point) calls many things that did not fail.
 """
@@ -114,6 +116,16 @@ def _decided_frame(read: dict, frames: list[tuple[int, dict]]) -> tuple[int, dic
                 best = (depth, frame, "decided-call")
         break
     return best
+
+
+def _tested_inside(read: dict, decisions: list[dict]) -> bool:
+    """The read is the test of an ``if`` in the reader (``if not torch.cuda.is_available():
+    return nullcontext()``): the reader decided by itself and returned. A reader that hands
+    the answer back (``return torch.cuda.is_available() and ...``, Triton's ``is_active``)
+    lets its caller decide."""
+    where = read.get("where") or {}
+    return any((entry.get("probe"), entry.get("file"), entry.get("line")) == (read["probe"], where.get("file"), where.get("line"))
+               and (entry.get("decision") or {}).get("kind") == "branch" for entry in decisions)
 
 
 def _driver_event(events: list[dict], read: dict) -> dict | None:
@@ -192,6 +204,8 @@ def find_causes(events: list[dict], failure: dict, decisions: list[dict] | None 
         decided = _decided_frame(read, frames)
         if decided is None:
             continue
+        if decided[2] == "decided-call" and _tested_inside(read, decisions):
+            continue  # the reader branched on the answer itself, then returned: not this path
         driver = None
         backend = _triton_backend(read.get("where") or {})
         if backend is not None:
