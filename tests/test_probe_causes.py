@@ -139,5 +139,6 @@ def test_the_engine_takes_a_failure_without_its_step_as_explain_gives_it(replica
     assert cause["message"].startswith("python repro.py failed: InductorError: AssertionError: libcuda.so cannot found!")
     # Without the read that decided it, no cause: HIP's is_active() read the same probe, but the
     # driver's creation says HIP answered no; Inductor's get_cuda_device_context read it in its
-    # own `if` and returned. The engine says so rather than guess.
+    # own `if` and returned; dynamo's preserve_global_state (on the traceback) took its `if`'s
+    # branch, which ran to its end before the compile went on. The engine says so rather than guess.
     assert causes.find_causes([e for e in replica["events"] if e["seq"] != cause["read"]], failure, decisions) == []

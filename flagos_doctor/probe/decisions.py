@@ -164,6 +164,13 @@ def source_decision(path: str, line: int, attr: str, answer: bool) -> dict:
         return f"line {body[0].lineno}: `{_first_line(source, body[0])}`"
 
     decision.update(evaluated=True, now=branch(bool(got)) if got is not None else None, other=branch(other))
+    if got is not None:
+        taken = (best.body if got else best.orelse)
+        if isinstance(best, ast.IfExp):
+            decision["taken_lines"] = [taken.lineno, taken.end_lineno or taken.lineno]
+        elif taken:
+            # Where the branch taken runs: a failure inside it is on the path the read chose.
+            decision["taken_lines"] = [taken[0].lineno, taken[-1].end_lineno or taken[-1].lineno]
     return decision
 
 
