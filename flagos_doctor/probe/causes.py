@@ -128,7 +128,8 @@ def _tested_inside(read: dict, decisions: list[dict]) -> bool:
     lets its caller decide."""
     where = read.get("where") or {}
     return any((entry.get("probe"), entry.get("file"), entry.get("line")) == (read["probe"], where.get("file"), where.get("line"))
-               and (entry.get("decision") or {}).get("kind") == "branch" for entry in decisions)
+               and (entry.get("decision") or {}).get("kind") == "branch"
+               and not (entry.get("decision") or {}).get("through") for entry in decisions)
 
 
 def _inside_taken_branch(read: dict, frame: dict, decisions: list[dict]) -> bool:
@@ -139,6 +140,8 @@ def _inside_taken_branch(read: dict, frame: dict, decisions: list[dict]) -> bool
         if (entry.get("probe"), entry.get("file"), entry.get("line")) != (read["probe"], where.get("file"), where.get("line")):
             continue
         lines = (entry.get("decision") or {}).get("taken_lines")
+        if (entry.get("decision") or {}).get("through"):
+            return True  # the branch is in the reader's caller, not in this frame
         if lines and frame.get("line") is not None:
             return lines[0] <= frame["line"] <= lines[1]
     return True

@@ -134,6 +134,7 @@ class Tracer:
         self.saved: dict[str, dict] = {}  # saved-original attribute name -> {"saves", "seq", "read"}
         self.read_keys: dict[tuple, int] = {}
         self._reads_seen: dict[tuple, tuple | None] = {}  # (probe, code, line, saw, step) -> read_keys key
+        self.read_callers_of: dict[tuple, tuple] = {}  # read_keys key -> (caller path, line, reader's name)
         self.torch_dir = None
         self._roots: dict[str, str] = {}
         self.sys_paths = sorted({os.path.abspath(p) for p in sys.path if p}, key=len, reverse=True)
@@ -793,6 +794,14 @@ class Tracer:
         key = (probe["name"], path, reader.f_lineno, probe["last_seq"])
         self._reads_seen[seen] = key
         self.read_keys[key] = self.read_keys.get(key, 0) + 1
+        caller = reader.f_back
+        while caller is not None and (caller.f_code.co_filename.startswith("<frozen")
+                                      or caller.f_code.co_filename.startswith(_OWN_DIR)):
+            caller = caller.f_back
+        if caller is not None and key not in self.read_callers_of:
+            # Where the reader was called from: a reader that returns the answer hands the
+            # decision to that line (``if _native_cuda_available(): return``).
+            self.read_callers_of[key] = (caller.f_code.co_filename, caller.f_lineno, reader.f_code.co_name)
         if saved is not None and not saved["read"]:
             saved["read"] = True
         record = {
