@@ -143,6 +143,7 @@ def expected_sentences():
                                                "flag_gems-5.0.2-h200-harness4")],
         (truth, f"`{census('flag_gems-5.0.2-h200-harness2')[:8]}…`"),
         (truth, f"{stock['statuses']['WRONG']} WRONG and {stock['statuses']['ERROR']} ERROR, **none"),
+        ("docs/README.md", f"the survey of all {tfl['registered']} `flagos_python` routes"),
         (tfl_doc, f"tested {tfl['tested']} basic {tfl['basic']} strict {tfl['strict']}"),
         (tfl_doc, "cases: " + " ".join(f"{k}={v}" for k, v in sorted(tfl["statuses"].items()))),
         (tfl_doc, f"**{len(tfl['missing_functions'])} overloads call FlagGems functions that flag_gems 5.0.2 does "
