@@ -1,6 +1,6 @@
 """The figures the README and docs/ quote from committed runs, checked against the files
-they come from; every relative link resolving; the commands of docs/commands.md (its
-``bash`` blocks and the ``$`` lines of its ``console`` blocks) run as written.
+they come from; every relative link resolving; the commands of :data:`RUN_DOCS` (their
+``bash`` blocks and the ``$`` lines of their ``console`` blocks) run as written.
 
 A figure is kept in the docs only if it is in :data:`FIGURES` (or produced by a script that
 writes it); each entry renders the sentence the doc must contain from the JSON, so a changed
@@ -204,7 +204,7 @@ def test_relative_links_resolve(doc):
     assert not broken, broken
 
 
-RUN_DOCS = ["docs/commands.md"]
+RUN_DOCS = ["docs/commands.md", "docs/torch_fl.md", "docs/survey-truth.md"]
 DOC_RUNS = [(doc, command, shown) for doc in RUN_DOCS
                 for command, shown in checks_of(open(os.path.join(REPO_ROOT, doc), encoding="utf-8").read())[0]]
 
