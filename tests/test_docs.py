@@ -92,6 +92,8 @@ def expected_sentences():
     scale = benchmark("survey-speed-2gpu")["figures"][0]
     fg4, fg5 = survey("flag_gems-4.2.0-h200"), survey("flag_gems-5.0.2-h200-harness4")
     stock = survey("stock-torch-routes-flag_gems-5.0.2-h200")
+    stock2 = survey("stock-torch-routes-flag_gems-5.0.2-h200-harness2")
+    h2_survey = survey("flag_gems-5.0.2-h200-harness2")
     tfl = survey("torch_fl-1adbc97-flag_gems-5.0.2-h200")
     tfl_bindings = load(f"{RESULTS}/torch_fl-1adbc97-flag_gems-5.0.2-h200.json")["provenance"]["flag_gems_bindings"]
     attribution = load(f"{H200}/torch_fl-vs-flag_gems-5.0.2.json")["counts"]
@@ -142,6 +144,13 @@ def expected_sentences():
         *[(truth, row) for row in verdict_rows("flag_gems-5.0.2-h200-harness1", "flag_gems-5.0.2-h200-harness2",
                                                "flag_gems-5.0.2-h200-harness4")],
         (truth, f"`{census('flag_gems-5.0.2-h200-harness2')[:8]}…`"),
+        (truth, f"| failures stock CUDA shares (not counted) | not run | {h2_survey['native_also']} | "
+                f"{fg5['native_also']} |"),
+        ("docs/hardware.md", f"({h2_survey['statuses'].get('FLAKY', 0)} FLAKY, "
+                             f"{len(h2_survey['native_also_overloads'])} overloads with failures stock CUDA shares)"),
+        ("docs/hardware.md", f"(harness 2: {stock2['statuses']['WRONG']} WRONG, {stock2['statuses']['ERROR']} ERROR)"),
+        ("docs/hardware.md", f"`surveys/results/stock-torch-routes-flag_gems-5.0.2-h200.json`: "
+                             f"{stock['statuses']['WRONG']} WRONG, {stock['statuses']['ERROR']} ERROR"),
         (truth, f"{stock['statuses']['WRONG']} WRONG and {stock['statuses']['ERROR']} ERROR, **none"),
         ("docs/README.md", f"the survey of all {tfl['registered']} `flagos_python` routes"),
         (tfl_doc, f"tested {tfl['tested']} basic {tfl['basic']} strict {tfl['strict']}"),

@@ -191,3 +191,21 @@ def test_parser_reads_chains_console_lines_and_gpu_marks():
                     ("flagos-doctor probe --stack demo  # exit 1", ["ERROR a …"])]
     assert expected_exit(runs[1][0]) == 1 and len(gpu) == 1 and skipped == ["scripts/run-tests"]
     assert shown_in("ERROR a …", "  ERROR a b c") and not shown_in("ERROR b", "ERROR a")
+
+
+def test_ci_runs_the_readme_test_command_and_it_installs_what_the_readme_says():
+    # CI is the README's command and nothing else: a user's green is CI's green.
+    with open(os.path.join(REPO_ROOT, ".ci", "run"), encoding="utf-8") as handle:
+        steps = [line.strip() for line in handle if line.strip() and not line.lstrip().startswith("#")]
+    assert steps == ["set -euo pipefail", 'exec "$(dirname "$0")/../scripts/run-tests" "$@"']
+    with open(os.path.join(REPO_ROOT, "scripts", "run-tests"), encoding="utf-8") as handle:
+        script = handle.read()
+    readme = open(README, encoding="utf-8").read()
+    for pin in ("torch==2.13.0", "triton==3.9.0 flag-gems==5.0.2", "--target /tmp/fg4 --no-deps flag-gems==4.2.0",
+                "-e '.[test]'", "flagos_doctor.torch_fl_build", 'export CI="${CI:-true}"', "pytest -q"):
+        assert pin in script, pin
+    # torch first, by exact pin, before anything that depends on it can pull another build.
+    assert script.index("torch==2.13.0") < script.index("flag-gems==5.0.2") < script.index("pytest -q")
+    for said in ("torch 2.13.0", "triton 3.9.0", "flag-gems 5.0.2", "flag-gems 4.2.0", "/tmp/fg4", "CI=true"):
+        assert said in readme, said
+    assert subprocess.run(["bash", "-n", os.path.join(REPO_ROOT, "scripts", "run-tests")]).returncode == 0
