@@ -34,9 +34,13 @@ def load(path: str) -> dict:
         return json.load(handle)
 
 
-def doc_text(path: str) -> str:
+def text_of(path: str) -> str:
     with open(os.path.join(REPO_ROOT, path), encoding="utf-8") as handle:
-        return " ".join(handle.read().split())
+        return handle.read()
+
+
+def doc_text(path: str) -> str:
+    return " ".join(text_of(path).split())
 
 
 def f1(value: float) -> str:
@@ -129,6 +133,7 @@ def expected_sentences():
                 f"**{f1(speed_warm['ratio'])}x**"),
         (bench, f"one GPU {f1(scale['one_device_s'])} s vs two GPUs {f1(scale['all_devices_s'])} s: "
                 f"**{scale['speedup']}x**"),
+        (truth, f"the full Markdown, {len(text_of(f'{H200}/compare-flag_gems-4.2.0-5.0.2.md')):,} characters"),
         (truth, f"| registered | {fg4['registered']} | {fg5['registered']} |"),
         (truth, f"| tested | {fg4['tested']} | {fg5['tested']} |"),
         (truth, f"| basic (at least one case passes) | {fg4['basic']} | {fg5['basic']} |"),

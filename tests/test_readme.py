@@ -12,7 +12,7 @@ What is not run here, and why:
 
 A command may say its exit code in a comment (``# exit 1``); otherwise it must exit 0. The
 output lines of a ``console`` block must appear in the command's output; a line ending in
-``…`` is a prefix. Commands of ``--stack torch_fl`` import the real torch_fl build (see
+``…`` is a prefix, and a line of ``...`` alone marks lines left out. Commands of ``--stack torch_fl`` import the real torch_fl build (see
 ``conftest.real_torch_fl``: skipped without it, failed in CI).
 """
 
@@ -89,7 +89,7 @@ def checks_of(text: str) -> tuple[list[tuple[str, list[str]]], list[str], list[s
             for line in shell_lines(body):
                 if line.startswith("$ "):
                     runs.append((line[2:], []))
-                elif line.strip() and runs:
+                elif line.strip() not in ("", "...", "…") and runs:
                     runs[-1][1].append(line.strip())
     return runs, gpu, skipped
 
