@@ -209,3 +209,22 @@ def test_ci_runs_the_readme_test_command_and_it_installs_what_the_readme_says():
     for said in ("torch 2.13.0", "triton 3.9.0", "flag-gems 5.0.2", "flag-gems 4.2.0", "/tmp/fg4", "CI=true"):
         assert said in readme, said
     assert subprocess.run(["bash", "-n", os.path.join(REPO_ROOT, "scripts", "run-tests")]).returncode == 0
+
+
+def test_readme_says_the_survey_exit_codes_its_command_documents():
+    import ast
+    import glob
+
+    # The survey command's module docstring says its exit codes (survey/command.py today;
+    # read wherever the module of the survey's "Exit status" lives).
+    docstrings = []
+    for path in glob.glob(os.path.join(REPO_ROOT, "flagos_doctor", "**", "*.py"), recursive=True):
+        with open(path, encoding="utf-8") as handle:
+            docstrings.append(ast.get_docstring(ast.parse(handle.read())) or "")
+    docstring = next(" ".join(d.split()) for d in docstrings if "130 when interrupted" in d)
+    readme = " ".join(open(README, encoding="utf-8").read().split())
+    for phrase in ("0 when every selected overload got a verdict", "whatever the verdicts", "could not complete",
+                   "the stack would not start", "workers kept dying at start", "130 when interrupted",
+                   "including a results file made with another setup"):
+        assert phrase in docstring, phrase
+        assert phrase in readme.replace("**", ""), phrase
