@@ -18,6 +18,8 @@ output lines of a ``console`` block must appear in the command's output; a line 
 
 from __future__ import annotations
 
+import ast
+import glob
 import os
 import pathlib
 import re
@@ -212,9 +214,6 @@ def test_ci_runs_the_readme_test_command_and_it_installs_what_the_readme_says():
 
 
 def test_readme_says_the_survey_exit_codes_its_command_documents():
-    import ast
-    import glob
-
     # The survey command's module docstring says its exit codes (survey/command.py today;
     # read wherever the module of the survey's "Exit status" lives).
     docstrings = []
