@@ -22,7 +22,7 @@ from functools import cache
 import pytest
 
 from conftest import REPO_ROOT
-from test_readme import Runner, checks_of, expected_exit, shown_in
+from test_readme import checks_of, expected_exit, runner, shown_in  # noqa: F401  (runner: a fixture)
 
 H200 = "docs/h200"
 RESULTS = "surveys/results"
@@ -221,11 +221,6 @@ def test_relative_links_resolve(doc):
 RUN_DOCS = ["docs/commands.md", "docs/torch_fl.md", "docs/survey-truth.md"]
 DOC_RUNS = [(doc, command, shown) for doc in RUN_DOCS
                 for command, shown in checks_of(open(os.path.join(REPO_ROOT, doc), encoding="utf-8").read())[0]]
-
-
-@pytest.fixture(scope="module")
-def runner(tmp_path_factory):
-    return Runner(tmp_path_factory.mktemp("docs"))
 
 
 @pytest.mark.parametrize("doc, command, shown", DOC_RUNS, ids=[f"{d}: {c}" for d, c, _ in DOC_RUNS])

@@ -146,8 +146,9 @@ class Runner:
 RUNS, GPU_BLOCKS, SKIPPED = checks_of(open(README, encoding="utf-8").read())
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def runner(tmp_path_factory):
+    """One runner for the README and the docs (tests/test_docs.py): a command both show runs once."""
     return Runner(tmp_path_factory.mktemp("readme"))
 
 
@@ -180,7 +181,8 @@ def test_gpu_block_links_its_committed_output(body):
 
 def test_nothing_left_in_the_checkout(runner):
     # Runs after the commands above (pytest keeps this file's order); they ran in temporary
-    # folders, so the checkout is as it was before the first of them.
+    # folders, so the checkout is as it was before the first of them (the runner is shared
+    # with tests/test_docs.py, whose commands ran too when it came first).
     assert runner.done and checkout_status() == runner.checkout_before
 
 
