@@ -83,7 +83,7 @@ def real_torch_fl() -> str:
     path = find_build(TORCH_FL_TARBALL, sys.executable)
     if path is None:
         why = (f"no torch_fl build of {TORCH_FL_TARBALL} for {sys.executable}: "
-               f"run python -m flagos_doctor.torch_fl_build {TORCH_FL_TARBALL} (.ci/run does)")
+               f"run python -m flagos_doctor.torch_fl_build {TORCH_FL_TARBALL} (scripts/run-tests does)")
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(why)
         pytest.skip(why)

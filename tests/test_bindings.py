@@ -23,7 +23,7 @@ FLAGGEMS_CONF = os.path.join(CONFS, "backends_flaggems.conf")
 #: flag_gems 4.2.0, installed apart by .ci/run (pip install --target /tmp/fg4 --no-deps flag-gems==4.2.0).
 FG4 = os.environ.get("FLAGOS_DOCTOR_FG4", "/tmp/fg4")
 needs_fg4 = pytest.mark.skipif(not os.path.isdir(os.path.join(FG4, "flag_gems")),
-                               reason=f"flag_gems 4.2.0 is not installed in {FG4} (.ci/run installs it)")
+                               reason=f"flag_gems 4.2.0 is not installed in {FG4} (scripts/run-tests installs it)")
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@
 # the slow cases start first on a fresh machine; the benchmark JSON records it). TORCH_FL_SHARED (torch_fl step): the folder holding
 # shared/torch-fl's files (default: shared/torch-fl, else ../shared/torch-fl).
 #
-# Wheels (not in the repository; see the README, "What ran on real hardware"): .whl/deps (sqlalchemy,
+# Wheels (not in the repository; see docs/hardware.md): .whl/deps (sqlalchemy,
 # greenlet for cp312), .whl/fg5 (flag_gems 5.0.2), .whl/fg4 (flag_gems 4.2.0); for the torchfl
 # steps also .whl/tfl/ with ../shared/torch-fl/torch_fl-1adbc97-py312-torch2.11.0cu130-h200.tar.gz
 # and ../shared/torch-fl/Torch-FL-history.bundle.
