@@ -14,7 +14,8 @@ import pytest
 
 from conftest import CONFS, REPO_ROOT, SHARED
 from flagos_doctor import conf
-from flagos_doctor.survey import bindings, model
+from flagos_doctor.results import model
+from flagos_doctor.survey import bindings
 
 TORCH_FL = os.path.join(SHARED, "torch-fl")
 SOURCE_TARBALL = os.path.join(TORCH_FL, "Torch-FL-1adbc97-src.tar.gz")
@@ -177,7 +178,8 @@ def test_the_summary_shows_the_static_check(build, tmp_path):
     """A results document carrying the real check of the 1adbc97 build, rendered as the survey ends."""
     from rich.console import Console
 
-    from flagos_doctor.survey import progress, results
+    from flagos_doctor.results import document as results
+    from flagos_doctor.survey import progress
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(build), REPO_ROOT]), "GEMS_VENDOR": "nvidia",
            "FLAGGEMS_DB_URL": f"sqlite:///{tmp_path}/flaggems.db"}

@@ -3,7 +3,7 @@
 The flow (a file, a commit of ``--repo`` built in a temporary worktree, a run in the store)
 is :mod:`flagos_doctor.arms`'s; a survey arm adds:
 
-* a file is a survey results file (:func:`flagos_doctor.survey.results.load`);
+* a file is a survey results file (:func:`flagos_doctor.results.document.load`);
 * a commit's run in the store is the newest filed under it, whatever its fingerprint (the
   fingerprint depends on what the survey finds, torch's version and the device type; a run
   of another setup is then refused by the comparison, naming the fields);
@@ -13,7 +13,7 @@ is :mod:`flagos_doctor.arms`'s; a survey arm adds:
   ``PYTHONPATH=<folder>`` (what ``python -m flagos_doctor.torch_fl_build`` prints: it builds
   outside the worktree, in its cache) puts that folder ahead of the worktree;
 * the results are filed under the full commit and their fingerprint
-  (:func:`flagos_doctor.survey.comparable.fingerprint`), so the next comparison finds them.
+  (:func:`flagos_doctor.results.comparable.fingerprint`), so the next comparison finds them.
 
 Nothing is installed anywhere unless the build command does it: a build command that runs
 ``pip install`` installs into whatever interpreter it names, so it should name a virtual
@@ -33,7 +33,7 @@ from flagos_doctor import childproc
 from flagos_doctor.arms import ArmKind
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor.store import SURVEY_KIND, Store
-from flagos_doctor.survey import comparable, results
+from flagos_doctor.results import comparable, document as results
 
 #: Survey options an arm sets for itself (and ``output``: the results file, in the worktree's
 #: scratch folder); every other option is the user's, carried as given. The arm files its

@@ -3,7 +3,7 @@
 :func:`compare` takes two documents of schema ``flagos-doctor/survey/1`` and returns a
 document of schema ``flagos-doctor/compare/1``::
 
-    comparable        bool: every compared field agrees (:mod:`..survey.comparable`)
+    comparable        bool: every compared field agrees (:mod:`..results.comparable`)
     differences       [{field, a, b}]: the compared fields that differ
     census_identical  bool: both census digests present and equal
     census_sha256     {a, b}
@@ -12,7 +12,7 @@ document of schema ``flagos-doctor/compare/1``::
     cases_changed     [{overload, profile, from: {status, route[, baseline]}|null, to: ..., regression}]
     flaky_only        bool: cases changed, and each of them is FLAKY on one side or the other
     change_groups     [{from, to, cases, overloads, regression, members}]: the changed cases
-                      grouped by status and cause on each side (:mod:`..survey.groups`)
+                      grouped by status and cause on each side (:mod:`..results.groups`)
     failure_groups    [{status, signature, presence, a, b, examples, members}]: the
                       failures of both runs grouped by cause, side by side
     regressions       number of overloads that regressed
@@ -22,7 +22,7 @@ document of schema ``flagos-doctor/compare/1``::
                       survey of a few ``--ops`` out of a whole conf): not "unchanged"
     arms              {a: {...}, b: {...}}: label and provenance highlights of each run
 
-Rules (the survey's words, :mod:`flagos_doctor.survey.model`):
+Rules (the survey's words, :mod:`flagos_doctor.results.model`):
 
 * an overload *regressed* when its verdict got worse (by ``VERDICT_RANK``), when it became
   FAILED from anything else (``newly failing``, including an overload new in B), or when
@@ -36,9 +36,9 @@ Rules (the survey's words, :mod:`flagos_doctor.survey.model`):
 from __future__ import annotations
 
 from flagos_doctor import arms
-from flagos_doctor.survey import groups
-from flagos_doctor.survey.comparable import differences, lookup
-from flagos_doctor.survey.model import FAILED, FLAKY, PASS, PENDING, VERDICT_RANK, VERDICTS
+from flagos_doctor.results import groups
+from flagos_doctor.results.comparable import differences, lookup
+from flagos_doctor.results.model import FAILED, FLAKY, PASS, PENDING, VERDICT_RANK, VERDICTS
 
 COMPARE_SCHEMA = "flagos-doctor/compare/1"
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from flagos_doctor.errors import BadInput
 from flagos_doctor.store import SURVEY_KIND, Entry, Store
-from flagos_doctor.survey.results import load as load_results
+from flagos_doctor.results.document import load as load_results
 
 QUERY_FIELDS = ("key", "stack", "version", "device", "commit", "fingerprint")
 

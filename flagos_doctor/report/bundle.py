@@ -63,10 +63,10 @@ def probe_piece(options: ReportOptions) -> dict:
 
 
 def survey_piece(path: str) -> dict:
-    from flagos_doctor.survey.results import load as load_results
+    from flagos_doctor.results.document import load as load_results
     from flagos_doctor.compare.diff import CONTEXT, lookup
-    from flagos_doctor.survey.verdicts import is_native_also
-    from flagos_doctor.survey.groups import failure_groups
+    from flagos_doctor.results.verdicts import is_native_also
+    from flagos_doctor.results.groups import failure_groups
 
     try:
         document = load_results(path)

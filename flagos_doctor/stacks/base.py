@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from flagos_doctor.stacks.evidence import counts_from_log, route_of
-from flagos_doctor.survey import model
+from flagos_doctor.results import model
 
 GIB = 1 << 30
 

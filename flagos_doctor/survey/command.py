@@ -24,9 +24,10 @@ from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, BadInput
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor.output import emit, show  # progress and results register the survey's views
 from flagos_doctor.store import Store, safe_name
-from flagos_doctor.survey import bindings, comparable, confirm, history, model, pool as pool_module, progress, results, routes, sizing
+from flagos_doctor.results import comparable, document as results, model
+from flagos_doctor.survey import bindings, confirm, history, pool as pool_module, progress, routes, sizing
 from flagos_doctor.survey.journal import Journal
-from flagos_doctor.survey.verdicts import verdict as verdict_of
+from flagos_doctor.results.verdicts import verdict as verdict_of
 
 ISOLATIONS = ("pooled", "per-overload")
 TASK_SIZES = ("cases", "overloads")

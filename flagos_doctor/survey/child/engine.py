@@ -30,7 +30,8 @@ import warnings
 
 import torch
 
-from flagos_doctor.survey import bindings, model
+from flagos_doctor.results import model
+from flagos_doctor.survey import bindings
 from flagos_doctor.survey.child import references
 from flagos_doctor.survey.child.judge import Judge, flatten, random_range, undefined_results
 from flagos_doctor.survey.child.synth import Case, Declined, adapt_on_device, build_case, clone_tree

@@ -30,7 +30,7 @@ import traceback
 from flagos_doctor.channel import ChildChannel
 from flagos_doctor import stacks
 from flagos_doctor.stacks import evidence
-from flagos_doctor.survey import model
+from flagos_doctor.results import model
 
 #: Messages that say the device context is dead (as upstream harness v4, plus HIP's words):
 #: every later result in this process is suspect, so the worker is replaced.

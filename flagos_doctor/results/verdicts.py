@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from flagos_doctor.survey import bindings, model
+from flagos_doctor.results import model
+from flagos_doctor.survey import bindings
 
 
 def is_native_also(case: dict) -> bool:
