@@ -10,14 +10,13 @@ then loads none of them (start-up stays about half a second).
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from typing import List, Optional, Tuple
 
 import typer
 
 from flagos_doctor import __version__, checks, stacks
-from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInput
+from flagos_doctor.errors import EXIT_BAD_INPUT, BadInput, one_line_errors
 from flagos_doctor import options as opts
 
 app = typer.Typer(
@@ -74,30 +73,6 @@ def _seconds(value: float) -> float:
 
 def _start_seconds(value: float) -> float:
     return checks.seconds(value, "--start-timeout")
-
-
-@contextlib.contextmanager
-def one_line_errors():
-    """Around a command's import and run: a user error leaves as one line and exit 2, a bug
-    of ours as one line (the traceback in a file) and exit 3, Ctrl-C as exit 130."""
-    try:
-        yield
-    except BadInput as exc:
-        typer.echo(f"flagos-doctor: error: {exc}", err=True)
-        raise typer.Exit(EXIT_BAD_INPUT)
-    except KeyboardInterrupt:
-        typer.echo("flagos-doctor: interrupted", err=True)
-        raise typer.Exit(130)
-    except (typer.Exit, SystemExit):
-        raise
-    except Exception as exc:  # a bug of ours: one line, the traceback in a file
-        from flagos_doctor import crashlog, redact
-
-        log, why = crashlog.save_traceback()
-        where = f"traceback in {log}" if log else f"the traceback could not be saved: {why}"
-        message = redact.scrub_environ(f"{type(exc).__name__}: {exc}".splitlines()[0][:500])
-        typer.echo(f"flagos-doctor: internal error: {message} ({where})", err=True)
-        raise typer.Exit(EXIT_INTERNAL)
 
 
 def _version(value: bool):

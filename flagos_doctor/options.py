@@ -6,6 +6,8 @@ to the command's ``run(options) -> exit code``; nothing else reads ``sys.argv``.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sys
 from dataclasses import dataclass, field
 
@@ -120,3 +122,13 @@ class MatrixOptions:
     markdown_path: str | None = None
     max_chars: int = 60_000
     quiet: bool = False
+
+
+def options_json(options: SurveyOptions) -> str:
+    """Survey options as JSON, every option carried: how ``survey --compare`` hands the
+    user's options to the survey of a built arm (:mod:`flagos_doctor.survey.arm`)."""
+    return json.dumps(dataclasses.asdict(options))
+
+
+def options_from_json(text: str) -> SurveyOptions:
+    return SurveyOptions(**json.loads(text))

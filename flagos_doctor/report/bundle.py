@@ -103,7 +103,7 @@ def survey_piece(path: str) -> dict:
 def compare_piece(options: ReportOptions) -> dict:
     """The comparison of ``--compare A B``; runs that are not comparable are attached only
     with ``--force`` (as ``survey --compare``), else an error naming the fields."""
-    from flagos_doctor.compare.command import build_comparison, not_comparable_message
+    from flagos_doctor.compare.build import build_comparison, not_comparable_message
 
     a, b = options.compare
     try:

@@ -25,7 +25,8 @@ from flagos_doctor.options import SurveyOptions
 from flagos_doctor.output import emit, show  # progress and results register the survey's views
 from flagos_doctor.store import Store, safe_name
 from flagos_doctor.results import comparable, document as results, model
-from flagos_doctor.survey import bindings, confirm, history, pool as pool_module, progress, routes, sizing
+from flagos_doctor.stacks import torch_fl_bindings as bindings
+from flagos_doctor.survey import confirm, history, pool as pool_module, progress, routes, sizing
 from flagos_doctor.survey.journal import Journal
 from flagos_doctor.results.verdicts import verdict as verdict_of
 

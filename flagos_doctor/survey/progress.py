@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from flagos_doctor import output
 from flagos_doctor.results import groups, model
-from flagos_doctor.survey import bindings
+from flagos_doctor.stacks import torch_fl_bindings as bindings
 
 _STYLE = {
     model.STRICT: "green", model.BASIC_ONLY: "yellow", model.FAILED: "red", model.UNTESTED: "dim",
