@@ -223,3 +223,25 @@ def test_the_cli_names_its_command_modules_by_plain_imports():
     assert "importlib" not in imported
     for area in ("probe", "survey", "compare", "report", "suite", "matrix"):
         assert f"flagos_doctor.{area}.command" in imported, area
+
+
+def _functions(path: str) -> dict[str, ast.FunctionDef]:
+    with open(path, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read(), path)
+    return {node.name: node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+#: The most lines a function of the survey command may take.
+MAX_FUNCTION_LINES = 60
+
+
+def test_the_survey_is_a_short_sequence_of_named_steps():
+    functions = _functions(os.path.join(SURVEY, "command.py"))
+    long = {name: node.end_lineno - node.lineno + 1 for name, node in functions.items()
+            if node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES}
+    assert long == {}
+    calls = sorted((node.lineno, node.col_offset, node.func.id) for node in ast.walk(functions["_survey"])
+                   if isinstance(node, ast.Call) and isinstance(node.func, ast.Name))
+    called = [name for _, _, name in calls]
+    steps = ["_plan", "_start", "_run_tasks", "_confirm", "_file", "_render"]
+    assert [name for name in called if name in steps] == steps

@@ -40,9 +40,8 @@ route set, which differ by design and are shown.
 from __future__ import annotations
 
 from flagos_doctor import arms
-from flagos_doctor.compare.diff import CONTEXT
 from flagos_doctor.results import comparable, model
-from flagos_doctor.results.comparable import lookup
+from flagos_doctor.results.comparable import CONTEXT, lookup
 
 ATTRIBUTION_SCHEMA = "flagos-doctor/attribution/1"
 

@@ -37,31 +37,10 @@ from __future__ import annotations
 
 from flagos_doctor import arms
 from flagos_doctor.results import groups
-from flagos_doctor.results.comparable import differences, lookup
+from flagos_doctor.results.comparable import CONTEXT, differences, lookup
 from flagos_doctor.results.model import FAILED, FLAKY, PASS, PENDING, VERDICT_RANK, VERDICTS
 
 COMPARE_SCHEMA = "flagos-doctor/compare/1"
-
-#: Provenance shown beside the summary (informational: they may differ).
-CONTEXT = (
-    ("store key", (("provenance", "store_key"), ("comparable", "store_key"))),
-    ("torch_fl version", (("provenance", "torch_fl", "version"),)),
-    ("torch_fl commit", (("provenance", "torch_fl", "commit"),)),
-    ("torch_fl dirty", (("provenance", "torch_fl", "dirty"),)),
-    ("torch_fl extension md5", (("provenance", "torch_fl", "extension_md5"),)),
-    ("torch", (("provenance", "versions", "torch"), ("provenance", "torch"))),
-    ("flag_gems", (("provenance", "versions", "flag_gems"), ("provenance", "flag_gems"))),
-    ("triton", (("provenance", "versions", "triton"), ("provenance", "triton"))),
-    ("python", (("provenance", "versions", "python"), ("provenance", "python"))),
-    ("device", (("provenance", "device", "name"), ("provenance", "device_name"))),
-    ("device count", (("provenance", "device", "count"),)),
-    ("conf", (("provenance", "conf", "path"), ("provenance", "routes", "conf"))),
-    ("baseline", (("provenance", "baseline"),)),
-    ("conf sha256", (("provenance", "conf", "sha256"), ("provenance", "routes", "conf_sha256"))),
-    ("spec sha256", (("provenance", "spec_sha256"), ("provenance", "spec", "sha256"), ("comparable", "spec_sha256"))),
-    ("started", (("provenance", "started"),)),
-    ("finished", (("provenance", "finished"), ("provenance", "ended"))),
-)
 
 def _cases_by_profile(entry: dict | None) -> dict:
     cases = (entry or {}).get("cases") or []

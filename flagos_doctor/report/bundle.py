@@ -64,7 +64,7 @@ def probe_piece(options: ReportOptions) -> dict:
 
 def survey_piece(path: str) -> dict:
     from flagos_doctor.results.document import load as load_results
-    from flagos_doctor.compare.diff import CONTEXT, lookup
+    from flagos_doctor.results.comparable import CONTEXT, lookup
     from flagos_doctor.results.verdicts import is_native_also
     from flagos_doctor.results.groups import failure_groups
 
