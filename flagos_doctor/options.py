@@ -11,6 +11,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 
+from flagos_doctor.markdown import DEFAULT_MAX_CHARS
 from flagos_doctor.stacks import SURVEY_DEFAULT
 
 
@@ -25,7 +26,7 @@ class ProbeOptions:
     timeout: float = 120.0
     json_path: str | None = None  # PATH or "-"
     markdown_path: str | None = None  # PATH or "-"
-    max_chars: int = 60_000  # the Markdown's budget (markdown.DEFAULT_MAX_CHARS)
+    max_chars: int = DEFAULT_MAX_CHARS  # the Markdown's budget
     quiet: bool = False
 
 
@@ -74,7 +75,7 @@ class CompareOptions:
     repo: str | None = None
     build_cmd: str | None = None
     survey: SurveyOptions | None = None  # how to survey an arm built from --repo
-    max_chars: int = 60_000
+    max_chars: int = DEFAULT_MAX_CHARS
     show_all: bool = False  # the terminal view lists every transition and changed case
     quiet: bool = False
     attribute: bool = False  # classify A's failures against B (flag_gems alone): compare/attribute.py
@@ -93,7 +94,7 @@ class ReportOptions:
     timeout: float = 120.0
     torch_fl_commit: str | None = None  # provenance for a torch_fl build that records none
     force: bool = False  # attach a comparison of runs that are not comparable
-    max_chars: int = 60_000
+    max_chars: int = DEFAULT_MAX_CHARS
 
 
 @dataclass
@@ -109,7 +110,7 @@ class SuiteOptions:
     fail_on: str = "regression"
     json_path: str | None = None
     markdown_path: str | None = None
-    max_chars: int = 60_000
+    max_chars: int = DEFAULT_MAX_CHARS
     quiet: bool = False
 
 
@@ -120,7 +121,7 @@ class MatrixOptions:
     json_path: str | None = None
     csv_path: str | None = None
     markdown_path: str | None = None
-    max_chars: int = 60_000
+    max_chars: int = DEFAULT_MAX_CHARS
     quiet: bool = False
 
 
