@@ -1,8 +1,11 @@
 """``flagos-doctor survey``: run every overload of a route set on the device, judge it, keep it.
 
-Wires the parts: the route set (:mod:`.routes`), the spec (:mod:`.spec`), the workers
-(:mod:`.pool`), the results file and journal (:mod:`.journal`), the document
-(:mod:`.results`), the terminal (:mod:`.progress`) and the results store. Never imports torch.
+A short sequence of named steps (:func:`_survey`): plan (the route set, the selection, the
+journal), start (the first worker, the provenance, :mod:`.provenance`; the tasks in order,
+:mod:`.history`), run (the workers, :mod:`.pool`), confirm (:mod:`.confirm`), file (the
+results file, :mod:`.journal`, and the store) and render (every output through
+:func:`flagos_doctor.output.emit`; the summary is :mod:`.progress`'s view). The results
+document is :mod:`flagos_doctor.results.document`'s. Never imports torch.
 
 Exit status: 0 when every selected overload got a verdict (whatever the verdicts: a survey
 measures; ``--compare`` judges), 1 when the survey could not complete (the stack would not
