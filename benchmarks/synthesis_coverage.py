@@ -43,7 +43,7 @@ NO_CPU_KERNEL = "no CPU kernel to run the device arm on"
 
 def measure(conf: str, spec_path: str | None) -> dict:
     from flagos_doctor import conf as confs
-    from flagos_doctor.survey import model
+    from flagos_doctor.results import model
     from flagos_doctor.survey.child.engine import CaseRunner, NoSchema
     from flagos_doctor.survey.spec import load_spec
 

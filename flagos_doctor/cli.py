@@ -10,15 +10,15 @@ then loads none of them (start-up stays about half a second).
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from typing import List, Optional, Tuple
 
 import typer
 
 from flagos_doctor import __version__, checks, stacks
-from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInput
+from flagos_doctor.errors import EXIT_BAD_INPUT, BadInput, one_line_errors
 from flagos_doctor import options as opts
+from flagos_doctor.markdown import DEFAULT_MAX_CHARS, MIN_MAX_CHARS
 
 app = typer.Typer(
     name="flagos-doctor",
@@ -42,9 +42,6 @@ PYTHON_HELP = "Interpreter of the stack under inspection (default: this one)."
 STACK_HELP = f"{stacks.choices()}. Default: {stacks.DEFAULT_RULE}."
 TORCH_FL_COMMIT_HELP = "torch_fl's commit, for a build that records none (said as given by you)."
 MAX_CHARS_HELP = "Budget of the Markdown, in characters (GitHub refuses an issue body over 65,536)."
-#: markdown.DEFAULT_MAX_CHARS, written out so that --help imports nothing more.
-MAX_CHARS = 60_000
-MIN_MAX_CHARS = 2_000
 
 
 def _no_flag_placeholder() -> None:
@@ -74,30 +71,6 @@ def _seconds(value: float) -> float:
 
 def _start_seconds(value: float) -> float:
     return checks.seconds(value, "--start-timeout")
-
-
-@contextlib.contextmanager
-def one_line_errors():
-    """Around a command's import and run: a user error leaves as one line and exit 2, a bug
-    of ours as one line (the traceback in a file) and exit 3, Ctrl-C as exit 130."""
-    try:
-        yield
-    except BadInput as exc:
-        typer.echo(f"flagos-doctor: error: {exc}", err=True)
-        raise typer.Exit(EXIT_BAD_INPUT)
-    except KeyboardInterrupt:
-        typer.echo("flagos-doctor: interrupted", err=True)
-        raise typer.Exit(130)
-    except (typer.Exit, SystemExit):
-        raise
-    except Exception as exc:  # a bug of ours: one line, the traceback in a file
-        from flagos_doctor import crashlog, redact
-
-        log, why = crashlog.save_traceback()
-        where = f"traceback in {log}" if log else f"the traceback could not be saved: {why}"
-        message = redact.scrub_environ(f"{type(exc).__name__}: {exc}".splitlines()[0][:500])
-        typer.echo(f"flagos-doctor: internal error: {message} ({where})", err=True)
-        raise typer.Exit(EXIT_INTERNAL)
 
 
 def _version(value: bool):
@@ -132,7 +105,7 @@ def probe(
     timeout: float = typer.Option(120.0, callback=_seconds, help="Seconds before the child is killed."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the JSON document."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Write a Markdown report."),
-    max_chars: int = typer.Option(MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
+    max_chars: int = typer.Option(DEFAULT_MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
 ):
     """Import the stack in a fresh process and record every write of every watched probe."""
@@ -189,7 +162,7 @@ def survey(
     force: bool = typer.Option(False, "--force", help="Compare even when the runs are not comparable."),
     fail_on: str = typer.Option("regression", help="any | regression | never (with --compare)."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Markdown (with --compare)."),
-    max_chars: int = typer.Option(MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
+    max_chars: int = typer.Option(DEFAULT_MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
     show_all: bool = typer.Option(False, "--all", help="Terminal view of --compare: every transition and changed case, not only the summary and the largest groups."),
     repo: Optional[str] = typer.Option(None, metavar="PATH", help="Git checkout to build missing arms from (with --compare)."),
     build_cmd: Optional[str] = typer.Option(None, metavar="CMD", help="Build command run in each arm's worktree."),
@@ -249,7 +222,7 @@ def report(
     store: Optional[str] = typer.Option(None, metavar="DIR", help="Results store for --compare."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the JSON bundle."),
     markdown_path: Optional[str] = typer.Option("-", "--markdown", metavar="PATH|-", help="Markdown output (default: stdout)."),
-    max_chars: int = typer.Option(MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
+    max_chars: int = typer.Option(DEFAULT_MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
     timeout: float = typer.Option(120.0, callback=_seconds, help="Seconds for the probe child."),
     torch_fl_commit: Optional[str] = typer.Option(None, metavar="SHA", help=TORCH_FL_COMMIT_HELP),
 ):
@@ -286,7 +259,7 @@ def suite(
     fail_on: str = typer.Option("regression", help="any | regression | never."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the JSON comparison."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Write Markdown."),
-    max_chars: int = typer.Option(MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
+    max_chars: int = typer.Option(DEFAULT_MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
 ):
     """Compare two pytest runs (JUnit XML), checking first that they collected the same tests."""
@@ -316,7 +289,7 @@ def matrix(
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the matrix JSON."),
     csv_path: Optional[str] = typer.Option(None, "--csv", metavar="PATH|-", help="Write the matrix as CSV."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Write Markdown."),
-    max_chars: int = typer.Option(MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
+    max_chars: int = typer.Option(DEFAULT_MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
 ):
     """An operator-support table: a row per overload, a column per survey run."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 #: Exit codes shared by every command.
 EXIT_OK = 0
 EXIT_FINDING = 1  # a regression, an error-level finding, a crash or a timeout
@@ -23,3 +25,29 @@ class BadInput(Exception):
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}" if self.where else self.message
+
+
+@contextlib.contextmanager
+def one_line_errors():
+    """Around a command's import and run: a user error leaves as one line and exit 2, a bug
+    of ours as one line (the traceback in a file) and exit 3, Ctrl-C as exit 130."""
+    import typer  # here: the child sides import this module and never need typer
+
+    try:
+        yield
+    except BadInput as exc:
+        typer.echo(f"flagos-doctor: error: {exc}", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    except KeyboardInterrupt:
+        typer.echo("flagos-doctor: interrupted", err=True)
+        raise typer.Exit(130)
+    except (typer.Exit, SystemExit):
+        raise
+    except Exception as exc:  # a bug of ours: one line, the traceback in a file
+        from flagos_doctor import crashlog, redact
+
+        log, why = crashlog.save_traceback()
+        where = f"traceback in {log}" if log else f"the traceback could not be saved: {why}"
+        message = redact.scrub_environ(f"{type(exc).__name__}: {exc}".splitlines()[0][:500])
+        typer.echo(f"flagos-doctor: internal error: {message} ({where})", err=True)
+        raise typer.Exit(EXIT_INTERNAL)

@@ -6,9 +6,12 @@ to the command's ``run(options) -> exit code``; nothing else reads ``sys.argv``.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sys
 from dataclasses import dataclass, field
 
+from flagos_doctor.markdown import DEFAULT_MAX_CHARS
 from flagos_doctor.stacks import SURVEY_DEFAULT
 
 
@@ -23,7 +26,7 @@ class ProbeOptions:
     timeout: float = 120.0
     json_path: str | None = None  # PATH or "-"
     markdown_path: str | None = None  # PATH or "-"
-    max_chars: int = 60_000  # the Markdown's budget (markdown.DEFAULT_MAX_CHARS)
+    max_chars: int = DEFAULT_MAX_CHARS  # the Markdown's budget
     quiet: bool = False
 
 
@@ -72,7 +75,7 @@ class CompareOptions:
     repo: str | None = None
     build_cmd: str | None = None
     survey: SurveyOptions | None = None  # how to survey an arm built from --repo
-    max_chars: int = 60_000
+    max_chars: int = DEFAULT_MAX_CHARS
     show_all: bool = False  # the terminal view lists every transition and changed case
     quiet: bool = False
     attribute: bool = False  # classify A's failures against B (flag_gems alone): compare/attribute.py
@@ -91,7 +94,7 @@ class ReportOptions:
     timeout: float = 120.0
     torch_fl_commit: str | None = None  # provenance for a torch_fl build that records none
     force: bool = False  # attach a comparison of runs that are not comparable
-    max_chars: int = 60_000
+    max_chars: int = DEFAULT_MAX_CHARS
 
 
 @dataclass
@@ -107,7 +110,7 @@ class SuiteOptions:
     fail_on: str = "regression"
     json_path: str | None = None
     markdown_path: str | None = None
-    max_chars: int = 60_000
+    max_chars: int = DEFAULT_MAX_CHARS
     quiet: bool = False
 
 
@@ -118,5 +121,15 @@ class MatrixOptions:
     json_path: str | None = None
     csv_path: str | None = None
     markdown_path: str | None = None
-    max_chars: int = 60_000
+    max_chars: int = DEFAULT_MAX_CHARS
     quiet: bool = False
+
+
+def options_json(options: SurveyOptions) -> str:
+    """Survey options as JSON, every option carried: how ``survey --compare`` hands the
+    user's options to the survey of a built arm (:mod:`flagos_doctor.survey.arm`)."""
+    return json.dumps(dataclasses.asdict(options))
+
+
+def options_from_json(text: str) -> SurveyOptions:
+    return SurveyOptions(**json.loads(text))

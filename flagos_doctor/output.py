@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from flagos_doctor import files
+from flagos_doctor.errors import BadInput
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, full_record
 
 TERMINAL = "terminal"
@@ -114,19 +115,33 @@ def write(text: str, path: str, format: str) -> None:
 
 
 def emit(document: dict, to: dict[str, str | None], terminal: str | None = None,
-         options: dict[str, dict] | None = None) -> None:
+         options: dict[str, dict] | None = None, view_despite_failure: bool = False) -> None:
     """Write ``document`` in each format of ``to`` (format -> PATH, ``-`` or None for none),
     in that order, then show its terminal view as ``terminal`` says (:data:`STDOUT`,
     :data:`STDOUT_ELSE_STDERR` or None). ``options`` are each format's view options
-    (``{"markdown": page(...), "terminal": {"show_all": True}}``)."""
+    (``{"markdown": page(...), "terminal": {"show_all": True}}``). A write that fails raises
+    its BadInput at once; with ``view_despite_failure`` (the survey: its results are kept
+    elsewhere by then), after the terminal view."""
     options = options or {}
     took_stdout = False
+    failed = None
     for format, path in to.items():
         if path:
-            write(render(document, format, **options.get(format, {})), path, format)
+            try:
+                write(render(document, format, **options.get(format, {})), path, format)
+            except BadInput as exc:
+                if not view_despite_failure:
+                    raise
+                failed = exc
+                break
             took_stdout = took_stdout or path == "-"
-    if terminal is None or (took_stdout and terminal == STDOUT):
-        return
+    if terminal is not None and not (took_stdout and terminal == STDOUT):
+        _show_on_terminal(document, took_stdout, options)
+    if failed is not None:
+        raise failed
+
+
+def _show_on_terminal(document: dict, took_stdout: bool, options: dict) -> None:
     from flagos_doctor.console import output_console
 
     shown = view(document, TERMINAL)

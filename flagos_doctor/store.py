@@ -8,7 +8,7 @@ Layout, plain files a person can open::
 ``kind`` is ``survey`` or ``suite``; ``key`` is the torch_fl commit (full hash, ``-dirty``
 appended for a dirty checkout) or, where there is no commit, the stack and its version
 (``flag_gems-5.0.2``); ``fingerprint`` is a short digest of the run's setup (route set,
-spec, device type...; for a survey :func:`flagos_doctor.survey.comparable.fingerprint`),
+spec, device type...; for a survey :func:`flagos_doctor.results.comparable.fingerprint`),
 so runs on one commit with another setup live side by side.
 
 Default root: ``$FLAGOS_DOCTOR_STORE``, else ``$XDG_DATA_HOME/flagos-doctor/results``

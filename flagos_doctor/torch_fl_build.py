@@ -50,6 +50,7 @@ import sys
 import tarfile
 import zipfile
 
+from flagos_doctor import git
 from flagos_doctor.errors import EXIT_BAD_INPUT, BadInput
 from flagos_doctor.files import atomic_write_text
 
@@ -86,14 +87,6 @@ def say(line: str) -> None:
 def _run(argv: list[str], cwd: str | None = None, env: dict | None = None, timeout: float | None = 600) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)
-
-
-def _git(folder: str, *args: str) -> str | None:
-    try:
-        done = _run(["git", "-C", folder, *args], timeout=300)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
 
 
 # -- the interpreter ----------------------------------------------------------------------------
@@ -226,20 +219,20 @@ def resolve_source(path: str, commit: str | None = None) -> Source:
         return Source("tarball", path, commit=recorded, dirty=False if recorded else None, digest=digest)
     if not os.path.isdir(path):
         raise BadInput("no such file or directory", path)
-    top = _git(path, "rev-parse", "--show-toplevel")
+    top = git.output(path, "rev-parse", "--show-toplevel", timeout=git.SLOW)
     if commit:
         if not top:
             raise BadInput("--commit needs a git checkout", path)
-        full = _git(top, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
+        full = git.output(top, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}", timeout=git.SLOW)
         if not full:
             raise BadInput(f"{commit!r} names no commit of this checkout", top)
         return Source("commit", top, commit=full, dirty=False)
     if top and os.path.realpath(top) == os.path.realpath(path):
-        head = _git(top, "rev-parse", "HEAD")
-        status = _git(top, "status", "--porcelain", "--untracked-files=no")
+        head = git.output(top, "rev-parse", "HEAD", timeout=git.SLOW)
+        status = git.output(top, "status", "--porcelain", "--untracked-files=no", timeout=git.SLOW)
         if head and status == "":
             return Source("checkout", top, commit=head, dirty=False)
-        files = (_git(top, "ls-files", "-z") or "").split("\0")
+        files = (git.output(top, "ls-files", "-z", timeout=git.SLOW) or "").split("\0")
         files = [f for f in files if f]
         return Source("checkout", top, commit=head, dirty=True, digest=tree_digest(top, files), files=files)
     files = _plain_files(path)

@@ -19,20 +19,8 @@ import glob
 import hashlib
 import json
 import os
-import subprocess
 
-#: Seconds for one git command: a report or a survey must not hang on a slow filesystem.
-GIT_TIMEOUT = 10
-
-
-def _git(folder: str, *args: str) -> str | None:
-    try:
-        done = subprocess.run(["git", "-C", folder, *args], capture_output=True, text=True,
-                              timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
+from flagos_doctor import git
 
 #: The record a flagos-doctor build leaves in the package (torch_fl_build.RECORD_NAME).
 BUILD_RECORD = "flagos_doctor_build.json"
@@ -42,17 +30,17 @@ def checkout_of(folder: str) -> dict:
     """Commit, branch and dirty flag of the git checkout holding ``folder``; {} if none, and
     ``{"not_tracked": top}`` when a checkout holds the folder without tracking its
     ``__init__.py`` (an unrelated repository around a plain folder vouches for nothing)."""
-    top = _git(folder, "rev-parse", "--show-toplevel")
+    top = git.output(folder, "rev-parse", "--show-toplevel")
     if not top:
         return {}
     marker = os.path.join(folder, "__init__.py") if os.path.isdir(folder) else folder
-    if _git(top, "ls-files", "--error-unmatch", "--", os.path.relpath(os.path.realpath(marker), os.path.realpath(top))) is None:
+    if git.output(top, "ls-files", "--error-unmatch", "--", os.path.relpath(os.path.realpath(marker), os.path.realpath(top))) is None:
         return {"not_tracked": top}
-    status = _git(top, "status", "--porcelain", "--untracked-files=no")
+    status = git.output(top, "status", "--porcelain", "--untracked-files=no")
     return {
         "checkout": top,
-        "commit": _git(top, "rev-parse", "HEAD"),
-        "branch": _git(top, "rev-parse", "--abbrev-ref", "HEAD"),
+        "commit": git.output(top, "rev-parse", "HEAD"),
+        "branch": git.output(top, "rev-parse", "--abbrev-ref", "HEAD"),
         "dirty": None if status is None else bool(status),
     }
 

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import FAULT_ENV, FIXTURES, run_cli
 from flagos_doctor.compare import attribute as attribution
-from flagos_doctor.survey import model
+from flagos_doctor.results import model
 
 FAULT_CONF = os.path.join(FIXTURES, "fault.conf")
 OPS = "abs,floor,ceil,log1p,expm1,trunc"

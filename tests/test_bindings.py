@@ -14,7 +14,8 @@ import pytest
 
 from conftest import CONFS, REPO_ROOT, SHARED
 from flagos_doctor import conf
-from flagos_doctor.survey import bindings, model
+from flagos_doctor.results import model
+from flagos_doctor.stacks import torch_fl_bindings as bindings
 
 TORCH_FL = os.path.join(SHARED, "torch-fl")
 SOURCE_TARBALL = os.path.join(TORCH_FL, "Torch-FL-1adbc97-src.tar.gz")
@@ -77,7 +78,7 @@ def test_library_names_the_same_functions_as_the_source(source, build):
 LOOKUP = """
 import json, sys
 from flagos_doctor import conf
-from flagos_doctor.survey import bindings
+from flagos_doctor.stacks import torch_fl_bindings as bindings
 calls = bindings.qualnames_in_library(sys.argv[1] if len(sys.argv) > 1 else {library!r})
 missing = bindings.missing_functions(calls)
 mapping = bindings.binding_map({source!r})
@@ -104,7 +105,7 @@ def test_lookup_against_flag_gems_4_2_0(source, build, tmp_path):
 
 STATIC = """
 import json
-from flagos_doctor.survey import bindings
+from flagos_doctor.stacks import torch_fl_bindings as bindings
 print(json.dumps(bindings.static_check()))
 """
 
@@ -133,9 +134,9 @@ def test_no_torch_fl_no_static_check(tmp_path):
 
 
 def test_missing_from_detail():
-    assert bindings.missing_from_detail("AttributeError: module 'flag_gems.ops' has no attribute 'log1p'") == "flag_gems.ops.log1p"
-    assert bindings.missing_from_detail("AttributeError: 'Tensor' object has no attribute 'log1p'") is None
-    assert bindings.missing_from_detail("RuntimeError: module 'flag_gems.ops' broke") is None
+    assert model.missing_from_detail("AttributeError: module 'flag_gems.ops' has no attribute 'log1p'") == "flag_gems.ops.log1p"
+    assert model.missing_from_detail("AttributeError: 'Tensor' object has no attribute 'log1p'") is None
+    assert model.missing_from_detail("RuntimeError: module 'flag_gems.ops' broke") is None
 
 
 @needs_fg4
@@ -177,7 +178,8 @@ def test_the_summary_shows_the_static_check(build, tmp_path):
     """A results document carrying the real check of the 1adbc97 build, rendered as the survey ends."""
     from rich.console import Console
 
-    from flagos_doctor.survey import progress, results
+    from flagos_doctor.results import document as results
+    from flagos_doctor.survey import progress
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(build), REPO_ROOT]), "GEMS_VENDOR": "nvidia",
            "FLAGGEMS_DB_URL": f"sqlite:///{tmp_path}/flaggems.db"}

@@ -1,4 +1,4 @@
-"""One definition of what makes two surveys comparable (:mod:`flagos_doctor.survey.comparable`),
+"""One definition of what makes two surveys comparable (:mod:`flagos_doctor.results.comparable`),
 checked where it is used, on real survey runs: a resume, the store's fingerprint, and
 ``survey --compare``."""
 
@@ -12,7 +12,8 @@ import pytest
 
 from conftest import REPO_ROOT, run_cli
 from flagos_doctor.compare import attribute, diff
-from flagos_doctor.survey import comparable, journal
+from flagos_doctor.results import comparable
+from flagos_doctor.survey import journal
 from flagos_doctor.survey.spec import DEFAULT_SPEC
 
 OPS = "abs,neg"

@@ -17,7 +17,7 @@ from flagos_doctor.compare.diff import classify, compare, exit_code
 from flagos_doctor.compare.markdown import render as render_markdown
 from flagos_doctor.files import write_json
 from flagos_doctor.store import Store
-from flagos_doctor.survey import census, model, verdicts
+from flagos_doctor.results import census, model, verdicts
 
 PROFILES = ["2d_f32", "1d_f32", "2d_f16"]
 

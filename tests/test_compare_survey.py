@@ -12,10 +12,11 @@ import typing
 
 import pytest
 
-from flagos_doctor.compare.build import ARM_OWN, PATHS, arm_options, options_from_json, options_json
+from flagos_doctor.compare.build import ARM_OWN, PATHS, arm_options
+from flagos_doctor.options import options_from_json, options_json
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor.stacks.demo import DEMO_CONF
-from flagos_doctor.survey.results import load
+from flagos_doctor.results.document import load
 
 OPS = "abs,neg,exp"
 

@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from flagos_doctor.survey import model  # noqa: E402
+from flagos_doctor.results import model  # noqa: E402
 from flagos_doctor.survey.child.engine import CaseRunner, NoSchema, case_seed, resolve  # noqa: E402
 from flagos_doctor.survey.child.judge import Judge  # noqa: E402
 from flagos_doctor.survey.spec import load_spec  # noqa: E402

@@ -21,7 +21,7 @@ from test_compare import BEFORE, K, PASS, after_doc, results, write
 
 from flagos_doctor.compare.diff import compare
 from flagos_doctor.store import Store
-from flagos_doctor.survey import groups, results as results_mod
+from flagos_doctor.results import document as results_mod, groups
 
 H200 = os.path.join(REPO_ROOT, "surveys", "results")
 OLD = os.path.join(H200, "flag_gems-4.2.0-h200-harness1.json")  # the harness-1 pair

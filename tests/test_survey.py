@@ -19,7 +19,7 @@ import time
 import pytest
 
 from conftest import FAULT_ENV, FIXTURES, REPO_ROOT, run_cli
-from flagos_doctor.survey import census, comparable, model, verdicts
+from flagos_doctor.results import census, comparable, model, verdicts
 
 FAULT_CONF = os.path.join(FIXTURES, "fault.conf")
 

@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from conftest import FIXTURES, REPO_ROOT, run_cli
-from flagos_doctor.survey import model
+from flagos_doctor.results import model
 from flagos_doctor.survey.pool import WorkerConfig, WorkerProcess
 
 TRUTH_CONF = os.path.join(FIXTURES, "truth.conf")

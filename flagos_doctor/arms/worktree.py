@@ -15,33 +15,15 @@ import shutil
 import subprocess
 import tempfile
 
+from flagos_doctor import git
 from flagos_doctor.errors import BadInput
-
-#: Seconds for one git command (worktree add on a large repository may take a while).
-GIT_TIMEOUT = 300
-
-
-def git(repo: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run ``git -C repo ARGS``; with ``check``, a failure is a BadInput naming the repository."""
-    try:
-        done = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True,
-                              timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise BadInput("git is not installed", repo)
-    except subprocess.TimeoutExpired:
-        raise BadInput(f"'git {' '.join(args)}' took more than {GIT_TIMEOUT} s", repo)
-    if check and done.returncode != 0:
-        lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
-        raise BadInput(f"'git {' '.join(args)}' failed: {lines[-1][:200] if lines else done.returncode}", repo)
-    return done
-
 
 def resolve_commit(repo: str, ref: str) -> str | None:
     """The full hash ``ref`` names in ``repo`` (a prefix, a branch, a tag), or None when it
     names no commit there. BadInput when ``repo`` is not a directory."""
     if not os.path.isdir(repo):
         raise BadInput("no such directory (--repo)", repo)
-    done = git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+    done = git.checked(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
     return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
 
 
@@ -52,12 +34,12 @@ def temporary_worktree(repo: str, commit: str, prefix: str):
     scratch = tempfile.mkdtemp(prefix=f"{prefix}{commit[:10]}-")
     tree = os.path.join(scratch, "tree")
     try:
-        git(repo, "worktree", "add", "--detach", "--quiet", tree, commit)
+        git.checked(repo, "worktree", "add", "--detach", "--quiet", tree, commit)
         yield scratch, tree
     finally:
-        if git(repo, "worktree", "remove", "--force", tree, check=False).returncode != 0:
+        if git.checked(repo, "worktree", "remove", "--force", tree, check=False).returncode != 0:
             shutil.rmtree(tree, ignore_errors=True)
-        git(repo, "worktree", "prune", check=False)
+        git.checked(repo, "worktree", "prune", check=False)
         shutil.rmtree(scratch, ignore_errors=True)
 
 

@@ -33,16 +33,15 @@ the first rule that holds:
   kernel running (the FlagGems function A calls was never run alone).
 
 Only what changes the cases makes two surveys incomparable: the fields
-:mod:`flagos_doctor.survey.comparable` compares, but the stack, the device type and the
+:mod:`flagos_doctor.results.comparable` compares, but the stack, the device type and the
 route set, which differ by design and are shown.
 """
 
 from __future__ import annotations
 
 from flagos_doctor import arms
-from flagos_doctor.compare.diff import CONTEXT
-from flagos_doctor.survey import comparable, model
-from flagos_doctor.survey.comparable import lookup
+from flagos_doctor.results import comparable, model
+from flagos_doctor.results.comparable import CONTEXT, lookup
 
 ATTRIBUTION_SCHEMA = "flagos-doctor/attribution/1"
 

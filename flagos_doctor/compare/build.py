@@ -1,19 +1,20 @@
-"""Survey arms: what ``survey --compare`` reads, and how it surveys a commit it builds.
+"""Survey arms: what ``survey --compare`` reads, how it surveys a commit it builds, and the
+comparison document of two arms (:func:`build_comparison`, which ``report`` also attaches).
 
 The flow (a file, a commit of ``--repo`` built in a temporary worktree, a run in the store)
 is :mod:`flagos_doctor.arms`'s; a survey arm adds:
 
-* a file is a survey results file (:func:`flagos_doctor.survey.results.load`);
+* a file is a survey results file (:func:`flagos_doctor.results.document.load`);
 * a commit's run in the store is the newest filed under it, whatever its fingerprint (the
   fingerprint depends on what the survey finds, torch's version and the device type; a run
   of another setup is then refused by the comparison, naming the fields);
-* in the built worktree, a child ``python -m flagos_doctor.compare.build`` runs the survey
+* in the built worktree, a child ``python -m flagos_doctor.survey.arm`` runs the survey
   with the user's survey options as JSON (every option carried, :func:`arm_options`), the
   worktree first on ``PYTHONPATH``. A build command whose last line ends in
   ``PYTHONPATH=<folder>`` (what ``python -m flagos_doctor.torch_fl_build`` prints: it builds
   outside the worktree, in its cache) puts that folder ahead of the worktree;
 * the results are filed under the full commit and their fingerprint
-  (:func:`flagos_doctor.survey.comparable.fingerprint`), so the next comparison finds them.
+  (:func:`flagos_doctor.results.comparable.fingerprint`), so the next comparison finds them.
 
 Nothing is installed anywhere unless the build command does it: a build command that runs
 ``pip install`` installs into whatever interpreter it names, so it should name a virtual
@@ -24,22 +25,25 @@ environment (and ``--python`` that environment's interpreter), or build in place
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import sys
 
-from flagos_doctor import childproc
+from flagos_doctor import arms, childproc
 from flagos_doctor.arms import ArmKind
-from flagos_doctor.options import SurveyOptions
+from flagos_doctor.compare.diff import compare
+from flagos_doctor.errors import BadInput
+from flagos_doctor.options import CompareOptions, SurveyOptions, options_json
 from flagos_doctor.store import SURVEY_KIND, Store
-from flagos_doctor.survey import comparable, results
+from flagos_doctor.results import comparable, document as results
 
 #: Survey options an arm sets for itself (and ``output``: the results file, in the worktree's
 #: scratch folder); every other option is the user's, carried as given. The arm files its
 #: run itself, under the commit; the child's output goes to the arm's log.
 ARM_OWN = {"json_path": None, "census_path": None, "rerun": False, "store": None, "no_store": True,
            "quiet": True}
+#: The survey of a built arm, run by module name (a command never imports another).
+ARM_SURVEY_MODULE = "flagos_doctor.survey.arm"
 #: Path options, made absolute: the child runs in another folder.
 PATHS = ("conf", "spec", "hints")
 
@@ -49,14 +53,6 @@ def arm_options(options: SurveyOptions, output: str) -> SurveyOptions:
     made absolute."""
     paths = {name: os.path.abspath(getattr(options, name)) for name in PATHS if getattr(options, name)}
     return dataclasses.replace(options, output=output, **ARM_OWN, **paths)
-
-
-def options_json(options: SurveyOptions) -> str:
-    return json.dumps(dataclasses.asdict(options))
-
-
-def options_from_json(text: str) -> SurveyOptions:
-    return SurveyOptions(**json.loads(text))
 
 
 def announced_import_path(log_text: str) -> str | None:
@@ -97,7 +93,7 @@ class SurveyArms(ArmKind):
         say(f"{commit[:10]}: surveying ({self.survey.stack})")
         # In the worktree: ``python -m`` puts the working folder first on sys.path, and the
         # user's own checkout (often where they run this) must not shadow it.
-        code, printed = log.run([sys.executable, "-m", __name__, options_json(arm_options(self.survey, output))],
+        code, printed = log.run([sys.executable, "-m", ARM_SURVEY_MODULE, options_json(arm_options(self.survey, output))],
                                 survey_cwd, env)
         if not os.path.isfile(output):
             raise log.failure("the survey", code, printed, commit, ref, why=" and wrote no results")
@@ -112,21 +108,32 @@ def describe(arm) -> dict:
     return {"ref": arm.ref, "path": arm.path, "source": arm.source.value, "commit": arm.commit}
 
 
-def main(argv: list[str]) -> int:
-    """The survey of a built arm: ``python -m flagos_doctor.compare.build OPTIONS_JSON``, the
-    options as :func:`options_json` writes them; errors reported as the command line does."""
-    import typer
-
-    from flagos_doctor.cli import one_line_errors
-
-    try:
-        with one_line_errors():
-            from flagos_doctor.survey import command
-
-            return command.run(options_from_json(argv[0])) or 0
-    except typer.Exit as exc:  # how one_line_errors ends a failed command
-        return exc.exit_code
+def load_arms(options: CompareOptions, say=None) -> tuple[arms.Arm, arms.Arm]:
+    """Both arms of ``options`` (:func:`flagos_doctor.arms.resolve`), building missing ones
+    when ``--repo`` is given."""
+    if options.build_cmd and not options.repo:
+        raise BadInput("--build-cmd needs --repo (the checkout to build the commits from)")
+    store = Store(options.store)
+    kind = SurveyArms(options.survey or SurveyOptions())
+    return tuple(arms.resolve(ref, kind, store, options.repo, options.build_cmd, say)
+                 for ref in (options.a, options.b))
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def build_comparison(options: CompareOptions, say=None) -> dict:
+    """The comparison document for ``options`` (arms found or built); never refuses."""
+    arm_a, arm_b = load_arms(options, say=say)
+    comparison = compare(arm_a.content, arm_b.content, label_a=options.a, label_b=options.b, force=options.force)
+    comparison["arms"]["a"].update(describe(arm_a))
+    comparison["arms"]["b"].update(describe(arm_b))
+    return comparison
+
+
+def short(value, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def not_comparable_message(comparison: dict) -> str:
+    """Why two runs are not compared, naming the fields that differ."""
+    fields = ", ".join(f"{d['field']} ({short(d['a'])} vs {short(d['b'])})" for d in comparison["differences"])
+    return f"runs are not comparable: {fields}; --force compares anyway"

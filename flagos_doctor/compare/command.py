@@ -10,23 +10,11 @@ import sys
 
 from flagos_doctor import arms, checks, output
 from flagos_doctor.compare import markdown, terminal  # noqa: F401  (they register the comparison's views)
-from flagos_doctor.compare.build import SurveyArms, describe
-from flagos_doctor.compare.diff import compare, exit_code
+from flagos_doctor.compare.build import build_comparison, describe, load_arms, not_comparable_message, short
+from flagos_doctor.compare.diff import exit_code
 from flagos_doctor.console import output_console
 from flagos_doctor.errors import BadInput
-from flagos_doctor.options import CompareOptions, SurveyOptions
-from flagos_doctor.store import Store
-
-
-def load_arms(options: CompareOptions, say=None) -> tuple[arms.Arm, arms.Arm]:
-    """Both arms of ``options`` (:func:`flagos_doctor.arms.resolve`), building missing ones
-    when ``--repo`` is given."""
-    if options.build_cmd and not options.repo:
-        raise BadInput("--build-cmd needs --repo (the checkout to build the commits from)")
-    store = Store(options.store)
-    kind = SurveyArms(options.survey or SurveyOptions())
-    return tuple(arms.resolve(ref, kind, store, options.repo, options.build_cmd, say)
-                 for ref in (options.a, options.b))
+from flagos_doctor.options import CompareOptions
 
 
 def _progress(options: CompareOptions):
@@ -34,26 +22,6 @@ def _progress(options: CompareOptions):
     if options.quiet:
         return None
     return lambda line: print(f"flagos-doctor: survey: {line}", file=sys.stderr, flush=True)
-
-
-def build_comparison(options: CompareOptions, say=None) -> dict:
-    """The comparison document for ``options`` (arms found or built); never refuses."""
-    arm_a, arm_b = load_arms(options, say=say)
-    comparison = compare(arm_a.content, arm_b.content, label_a=options.a, label_b=options.b, force=options.force)
-    comparison["arms"]["a"].update(describe(arm_a))
-    comparison["arms"]["b"].update(describe(arm_b))
-    return comparison
-
-
-def _short(value, limit: int = 40) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def not_comparable_message(comparison: dict) -> str:
-    """Why two runs are not compared, naming the fields that differ."""
-    fields = ", ".join(f"{d['field']} ({_short(d['a'])} vs {_short(d['b'])})" for d in comparison["differences"])
-    return f"runs are not comparable: {fields}; --force compares anyway"
 
 
 def _refusal(comparison: dict) -> dict:
@@ -100,7 +68,7 @@ def run_attribution(options: CompareOptions, stderr) -> int:
     doc["arms"]["a"].update(describe(arm_a))
     doc["arms"]["b"].update(describe(arm_b))
     if doc["differences"]:
-        fields = ", ".join(f"{d['field']} ({_short(d['a'])} vs {_short(d['b'])})" for d in doc["differences"])
+        fields = ", ".join(f"{d['field']} ({short(d['a'])} vs {short(d['b'])})" for d in doc["differences"])
         if not options.force:
             raise BadInput(f"the cases are not the same cases: {fields}; --force attributes anyway", f"{options.a} vs {options.b}")
         stderr.print(f"[bold yellow]warning:[/] the cases differ ({fields}); attributing anyway (--force)")

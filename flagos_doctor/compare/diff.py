@@ -3,7 +3,7 @@
 :func:`compare` takes two documents of schema ``flagos-doctor/survey/1`` and returns a
 document of schema ``flagos-doctor/compare/1``::
 
-    comparable        bool: every compared field agrees (:mod:`..survey.comparable`)
+    comparable        bool: every compared field agrees (:mod:`..results.comparable`)
     differences       [{field, a, b}]: the compared fields that differ
     census_identical  bool: both census digests present and equal
     census_sha256     {a, b}
@@ -12,7 +12,7 @@ document of schema ``flagos-doctor/compare/1``::
     cases_changed     [{overload, profile, from: {status, route[, baseline]}|null, to: ..., regression}]
     flaky_only        bool: cases changed, and each of them is FLAKY on one side or the other
     change_groups     [{from, to, cases, overloads, regression, members}]: the changed cases
-                      grouped by status and cause on each side (:mod:`..survey.groups`)
+                      grouped by status and cause on each side (:mod:`..results.groups`)
     failure_groups    [{status, signature, presence, a, b, examples, members}]: the
                       failures of both runs grouped by cause, side by side
     regressions       number of overloads that regressed
@@ -22,7 +22,7 @@ document of schema ``flagos-doctor/compare/1``::
                       survey of a few ``--ops`` out of a whole conf): not "unchanged"
     arms              {a: {...}, b: {...}}: label and provenance highlights of each run
 
-Rules (the survey's words, :mod:`flagos_doctor.survey.model`):
+Rules (the survey's words, :mod:`flagos_doctor.results.model`):
 
 * an overload *regressed* when its verdict got worse (by ``VERDICT_RANK``), when it became
   FAILED from anything else (``newly failing``, including an overload new in B), or when
@@ -36,32 +36,11 @@ Rules (the survey's words, :mod:`flagos_doctor.survey.model`):
 from __future__ import annotations
 
 from flagos_doctor import arms
-from flagos_doctor.survey import groups
-from flagos_doctor.survey.comparable import differences, lookup
-from flagos_doctor.survey.model import FAILED, FLAKY, PASS, PENDING, VERDICT_RANK, VERDICTS
+from flagos_doctor.results import groups
+from flagos_doctor.results.comparable import CONTEXT, differences, lookup
+from flagos_doctor.results.model import FAILED, FLAKY, PASS, PENDING, VERDICT_RANK, VERDICTS
 
 COMPARE_SCHEMA = "flagos-doctor/compare/1"
-
-#: Provenance shown beside the summary (informational: they may differ).
-CONTEXT = (
-    ("store key", (("provenance", "store_key"), ("comparable", "store_key"))),
-    ("torch_fl version", (("provenance", "torch_fl", "version"),)),
-    ("torch_fl commit", (("provenance", "torch_fl", "commit"),)),
-    ("torch_fl dirty", (("provenance", "torch_fl", "dirty"),)),
-    ("torch_fl extension md5", (("provenance", "torch_fl", "extension_md5"),)),
-    ("torch", (("provenance", "versions", "torch"), ("provenance", "torch"))),
-    ("flag_gems", (("provenance", "versions", "flag_gems"), ("provenance", "flag_gems"))),
-    ("triton", (("provenance", "versions", "triton"), ("provenance", "triton"))),
-    ("python", (("provenance", "versions", "python"), ("provenance", "python"))),
-    ("device", (("provenance", "device", "name"), ("provenance", "device_name"))),
-    ("device count", (("provenance", "device", "count"),)),
-    ("conf", (("provenance", "conf", "path"), ("provenance", "routes", "conf"))),
-    ("baseline", (("provenance", "baseline"),)),
-    ("conf sha256", (("provenance", "conf", "sha256"), ("provenance", "routes", "conf_sha256"))),
-    ("spec sha256", (("provenance", "spec_sha256"), ("provenance", "spec", "sha256"), ("comparable", "spec_sha256"))),
-    ("started", (("provenance", "started"),)),
-    ("finished", (("provenance", "finished"), ("provenance", "ended"))),
-)
 
 def _cases_by_profile(entry: dict | None) -> dict:
     cases = (entry or {}).get("cases") or []

@@ -12,7 +12,7 @@ from __future__ import annotations
 from flagos_doctor import output
 from flagos_doctor.compare.diff import COMPARE_SCHEMA, case_text
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, code
-from flagos_doctor.survey.groups import overloads_named
+from flagos_doctor.results.groups import overloads_named
 
 INLINE_MAX = 10
 #: Overloads named beside a group (the JSON lists every member).

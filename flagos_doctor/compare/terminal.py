@@ -14,7 +14,7 @@ from rich.text import Text
 
 from flagos_doctor import output
 from flagos_doctor.compare.diff import COMPARE_SCHEMA, case_text
-from flagos_doctor.survey.groups import overloads_named
+from flagos_doctor.results.groups import overloads_named
 
 _KIND_STYLE = {"regression": "bold red", "fix": "green", "change": "yellow"}
 #: Groups, transitions and regressed cases shown without --all.

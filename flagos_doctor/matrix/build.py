@@ -17,7 +17,7 @@
 Marks, where the results carry what they need (runs without it simply show none):
 
 * ``native-also``: a failing case fails the same way on the stack's native path (its
-  ``baseline`` has its status: :func:`flagos_doctor.survey.verdicts.is_native_also`), so
+  ``baseline`` has its status: :func:`flagos_doctor.results.verdicts.is_native_also`), so
   the verdict does not count it;
 * ``flaky``: a case came out FLAKY (its repeats disagreed).
 
@@ -26,9 +26,9 @@ Statuses and verdicts this module does not know are shown as they are.
 
 from __future__ import annotations
 
-from flagos_doctor.survey.comparable import differences, lookup
-from flagos_doctor.survey.model import VERDICTS
-from flagos_doctor.survey.verdicts import is_native_also
+from flagos_doctor.results.comparable import differences, lookup
+from flagos_doctor.results.model import VERDICTS
+from flagos_doctor.results.verdicts import is_native_also
 
 MATRIX_SCHEMA = "flagos-doctor/matrix/1"
 

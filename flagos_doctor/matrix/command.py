@@ -6,9 +6,8 @@ an unreadable results file, two outputs on standard output).
 
 from __future__ import annotations
 
-from flagos_doctor import output
+from flagos_doctor import checks, output
 from flagos_doctor.errors import BadInput
-from flagos_doctor.markdown import full_record
 from flagos_doctor.matrix import build, csv_format, markdown, sources, terminal  # noqa: F401  (views register)
 from flagos_doctor.options import MatrixOptions
 from flagos_doctor.store import Store
@@ -20,6 +19,8 @@ def run(options: MatrixOptions) -> int:
     outputs = [p for p in (options.json_path, options.csv_path, options.markdown_path) if p]
     if outputs.count("-") > 1:
         raise BadInput("only one of --json, --csv and --markdown can write to standard output (-)")
+    for path, option in ((options.json_path, "--json"), (options.csv_path, "--csv"), (options.markdown_path, "--markdown")):
+        checks.writable_file(path, option)  # before any run is read
     runs = sources.find(list(options.results), Store(options.store))
     matrix = build.build([
         {"document": r.document, "facts": sources.describe(r.document), "ref": r.ref, "path": r.path,
@@ -32,8 +33,7 @@ def run(options: MatrixOptions) -> int:
         output.as_written(matrix),
         {"json": options.json_path, "csv": options.csv_path, "markdown": options.markdown_path},
         terminal=None if options.quiet else output.STDOUT,
-        options={"markdown": {"max_chars": options.max_chars, "full_record": full_record(
-            record if record and record != "-" else None,
-            "the matrix JSON or CSV (the same command with `--json PATH` or `--csv PATH`)")}},
+        options={"markdown": output.page(options.max_chars, record if record != "-" else None,
+                                         "the matrix JSON or CSV (the same command with `--json PATH` or `--csv PATH`)")},
     )
     return 0

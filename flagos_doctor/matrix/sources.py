@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from flagos_doctor.errors import BadInput
 from flagos_doctor.store import SURVEY_KIND, Entry, Store
-from flagos_doctor.survey.results import load as load_results
+from flagos_doctor.results.document import load as load_results
 
 QUERY_FIELDS = ("key", "stack", "version", "device", "commit", "fingerprint")
 
@@ -45,10 +45,9 @@ def describe(document: dict) -> dict:
     stack = provenance.get("stack") or comparable.get("stack")
     store_key = provenance.get("store_key") or comparable.get("store_key")
     versions = provenance.get("versions") if isinstance(provenance.get("versions"), dict) else {}
-    if stack == "torch_fl":
-        version = torch_fl.get("version")
-    else:
-        version = provenance.get(stack) or versions.get(stack) if isinstance(stack, str) else None
+    # The stack's own entry of the provenance: a version, or what it loaded ({"version", ...}).
+    own = (provenance.get(stack) or versions.get(stack)) if isinstance(stack, str) else None
+    version = own.get("version") if isinstance(own, dict) else own
     if not isinstance(version, str) and isinstance(store_key, str) and isinstance(stack, str) \
             and store_key.startswith(stack + "-"):
         version = store_key[len(stack) + 1:]  # the store key of a run without a commit

@@ -7,29 +7,14 @@ Only error-level findings (and crashes, timeouts) make the command exit 1.
 
 from __future__ import annotations
 
-SEVERITIES = ("error", "warning", "info")
-
-
-def label(where: dict | None) -> str:
-    """``torch_fl/__init__.py:_alias_cuda_to_flagos``, or ``an unknown writer``."""
-    if not where or not where.get("function"):
-        return "an unknown writer"
-    return f"{where['file']}:{where['function']}"
+from flagos_doctor.probe import causes, hazards
+from flagos_doctor.probe.finding import SEVERITIES, first_line, label, make_finding
 
 
 def _package(where: dict | None) -> str | None:
     if not where or not where.get("file"):
         return None
     return where["file"].replace("\\", "/").split("/", 1)[0]
-
-
-def _finding(kind, severity, probe, message, events) -> dict:
-    return {"kind": kind, "severity": severity, "probe": probe, "message": message, "events": sorted(set(events))}
-
-
-def first_line(text: str | None, limit: int = 300) -> str:
-    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _function(phase: str) -> str:
@@ -64,15 +49,11 @@ def judge(document: dict) -> list[dict]:
 
 def _torch_fl_rules(document) -> list[dict]:
     """The rules learnt on a real torch_fl (:mod:`.hazards`): latent hazards, no device, vendor branch."""
-    from flagos_doctor.probe import hazards  # here: hazards builds on this module's helpers
-
     return hazards.latent_hazards(document) + hazards.no_device(document) + hazards.vendor_branch(document)
 
 
 def _fold(found, document) -> list[dict]:
     """Findings said once: a hazard a stale guard names, failures a missing device explains."""
-    from flagos_doctor.probe import hazards
-
     return hazards.fold_into_no_device(hazards.drop_covered_hazards(_drop_explained_drivers(found)), document)
 
 
@@ -86,8 +67,6 @@ def _drop_explained_drivers(found: list[dict]) -> list[dict]:
 
 def _explain_failures(document) -> dict:
     """Each failed import and exercise step -> the causes :mod:`.causes` finds for it."""
-    from flagos_doctor.probe import causes
-
     events = document.get("events", [])
     decisions = (document.get("facts") or {}).get("decisions") or []
     explained = {}
@@ -103,14 +82,12 @@ def _explain_failures(document) -> dict:
 def _failure_causes(explained: dict) -> list[dict]:
     """``failure-cause``: a failed step's traceback passed a read of a redirected probe whose
     original answers differently. Listed first: it says why the failures below happened."""
-    return [_finding("failure-cause", "error", cause["probe"], cause["message"], cause["events"])
+    return [make_finding("failure-cause", "error", cause["probe"], cause["message"], cause["events"])
             for found in explained.values() for cause in found]
 
 
 def _pointer(found: list[dict] | None) -> str:
     """What the failure findings say of the cause: the failure-cause finding, or none found."""
-    from flagos_doctor.probe import causes
-
     if found is None:
         return ""
     if not found:
@@ -131,7 +108,7 @@ def _import_failed(document, explained=None) -> list[dict]:
                 last = frames[-1]
                 at = f" (raised in {last['file']}:{last['function']}, line {last['line']})"
             seqs = [e["seq"] for e in document.get("events", []) if e.get("step") == outcome["step"]][-3:]
-            out.append(_finding("import-failed", "error", None,
+            out.append(make_finding("import-failed", "error", None,
                                 f"{outcome['step']} failed: {first_line(outcome.get('error'))}{at}."
                                 + _causes(outcome.get("causes") or []) + _pointer(explained.get(outcome["step"])), seqs))
     return out
@@ -159,7 +136,7 @@ def _interrupted(document) -> list[dict]:
         f"phase {info.get('phase') or 'start-up'!r}.{tail} Events up to that moment are kept; "
         "see the stderr tail."
     )
-    return [_finding(kind, "error", None, message, [last["seq"]] if last else [])]
+    return [make_finding(kind, "error", None, message, [last["seq"]] if last else [])]
 
 
 def _stale_guards(events, by_seq, probes, saved, document) -> list[dict]:
@@ -201,7 +178,7 @@ def _stale_guards(events, by_seq, probes, saved, document) -> list[dict]:
                 "; read that instead." if not keep.get("read") else "."
             )
             evidence.append(keep["seq"])
-        out.append(_finding("stale-guard", "error", read["probe"], message, evidence))
+        out.append(make_finding("stale-guard", "error", read["probe"], message, evidence))
     return out
 
 
@@ -262,7 +239,7 @@ def _alias_missing(document, stale, events) -> list[dict]:
         message += " Likely cause: the stale-guard finding on torch.cuda.is_available."
     evidence = [e for f in guards for e in f["events"]]
     evidence += [e["seq"] for e in events if e["probe"] == "PrivateUse1 backend name"][:1]
-    return [_finding("alias-missing", "error", "torch.device", message, evidence)]
+    return [make_finding("alias-missing", "error", "torch.device", message, evidence)]
 
 
 def _triton(document, events, by_seq) -> list[dict]:
@@ -277,14 +254,14 @@ def _triton(document, events, by_seq) -> list[dict]:
         who = f"{label(event['where'])} (line {event['where'].get('line')})"
         raised = f" Creating it raised {first_line(event['raised'], 200)}." if event.get("raised") else ""
         if len(active) != 1:
-            out.append(_finding("triton-driver", "error", "triton.runtime.driver.active",
+            out.append(make_finding("triton-driver", "error", "triton.runtime.driver.active",
                                 f"{who} first read triton.runtime.driver.active, and {len(active)} Triton backends "
                                 f"answered is_active() ({answers}): Triton needs exactly one, so it has no driver.{raised}",
                                 [event["seq"]]))
         elif active == ["nvidia"] and native == "False":
             redirect = [e for e in events if e["probe"] == "torch.cuda.is_available" and e["kind"] == "write" and e["seq"] < event["seq"]]
             because = f" (redirected by {label(redirect[-1]['where'])}, line {redirect[-1]['where'].get('line')})" if redirect else ""
-            out.append(_finding("triton-driver", "error" if raised else "warning", "triton.runtime.driver.active",
+            out.append(make_finding("triton-driver", "error" if raised else "warning", "triton.runtime.driver.active",
                                 f"{who} first read triton.runtime.driver.active; Triton chose NVIDIA's driver because "
                                 "torch.cuda.is_available answered True"
                                 f"{because}, but this machine has no CUDA runtime (the original answers False)"
@@ -303,7 +280,7 @@ def _orphans(document, by_seq) -> list[dict]:
             continue
         write = by_seq.get(keep["seq"], {})
         where = write.get("where")
-        out.append(_finding(
+        out.append(make_finding(
             "orphan-original", "warning", keep["saves"],
             f"{label(where)} (line {(where or {}).get('line')}) saved the original {keep['saves']} as "
             f"{keep['probe']}, but nothing read it afterwards.",
@@ -338,7 +315,7 @@ def _patched_and_restored(document, events) -> list[dict]:
         steps = sorted({e.get("phase") or e.get("step") for e in writes})
         message = (f"{probe['name']} was patched and restored by {', '.join(who)} "
                    f"({len(writes)} writes, during {', '.join(steps)}); its final value is the original.")
-        out.append(_finding("patched-and-restored", "info", probe["name"], message, [e["seq"] for e in writes]))
+        out.append(make_finding("patched-and-restored", "info", probe["name"], message, [e["seq"] for e in writes]))
     return out
 
 
@@ -362,7 +339,7 @@ def _multiple_writers(document, events) -> list[dict]:
         message = f"{probe['name']} was written by {len(writers)} writers: {chain}; the last one wins: {final}."
         if len(values) == 1:
             message += " They all wrote the same value."
-        out.append(_finding("multiple-writers", severity, probe["name"], message, [e["seq"] for e in writes]))
+        out.append(make_finding("multiple-writers", severity, probe["name"], message, [e["seq"] for e in writes]))
     return out
 
 
@@ -382,7 +359,7 @@ def _disagreements(probes, stale) -> list[dict]:
             "means the native question gets the redirected answer."
         )
         severity = "warning" if probe["name"] in stale_probes else "info"
-        out.append(_finding("probe-disagreement", severity, probe["name"], message, probe.get("write_events", [])[-1:]))
+        out.append(make_finding("probe-disagreement", severity, probe["name"], message, probe.get("write_events", [])[-1:]))
     return out
 
 
@@ -397,8 +374,8 @@ def _exercise_failed(document, explained=None) -> list[dict]:
         if outcome["step"].startswith("exercise") and not outcome["ok"]:
             frames = outcome.get("traceback") or []
             at = f" (raised in {frames[-1]['file']}:{frames[-1]['function']}, line {frames[-1]['line']})" if frames else ""
-            out.append(_finding("exercise-failed", severity, None,
-                                f"{outcome['step'][len('exercise: '):]} failed: {first_line(outcome.get('error'))}{at}."
-                                + _pointer(explained.get(outcome["step"])),
-                                [e for c in explained.get(outcome["step"], []) for e in c["events"]]))
+            out.append(make_finding("exercise-failed", severity, None,
+                                    f"{outcome['step'][len('exercise: '):]} failed: {first_line(outcome.get('error'))}{at}."
+                                    + _pointer(explained.get(outcome["step"])),
+                                    [e for c in explained.get(outcome["step"], []) for e in c["events"]]))
     return out

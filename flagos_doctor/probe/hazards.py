@@ -18,7 +18,7 @@ Pure functions of the probe document, called from :func:`flagos_doctor.probe.fin
 
 from __future__ import annotations
 
-from flagos_doctor.probe.findings import _finding, first_line, label
+from flagos_doctor.probe.finding import first_line, label, make_finding
 
 #: torch_fl's vendor branches, by the GEMS_VENDOR value each one sets.
 TORCH_FL_BRANCHES = {
@@ -69,7 +69,7 @@ def latent_hazards(document: dict) -> list[dict]:
         else:
             message += " Nothing keeps the original: save it before replacing it, and read that."
         evidence = [saw] + [e["seq"] for e in reads] + ([keep["seq"]] if keep else [])
-        out.append(_finding("latent-hazard", "warning", probe, message, evidence))
+        out.append(make_finding("latent-hazard", "warning", probe, message, evidence))
     return out
 
 
@@ -141,7 +141,7 @@ def no_device(document: dict) -> list[dict]:
         why.append("the CUDA driver finds no NVIDIA GPU")
     if why:
         message += f" ({'; '.join(why)})"
-    return [_finding("no-device", "error", f"torch.{name}", message + ".",
+    return [make_finding("no-device", "error", f"torch.{name}", message + ".",
                      [e["seq"] for e in document.get("events", []) if e["probe"] == "PrivateUse1 backend name"][:1])]
 
 
@@ -190,7 +190,7 @@ def vendor_branch(document: dict) -> list[dict]:
     env = (facts.get("env") or {}).get("GEMS_VENDOR") or {}
     if not writes:
         if env.get("original"):
-            return [_finding("vendor-branch", "info", "$GEMS_VENDOR",
+            return [make_finding("vendor-branch", "info", "$GEMS_VENDOR",
                              f"GEMS_VENDOR was {env['original']!r} before torch_fl was imported; torch_fl's vendor "
                              "branches only set it when unset (setdefault), so the value given wins.", [])]
         return []
@@ -208,4 +208,4 @@ def vendor_branch(document: dict) -> list[dict]:
                     f"(is_nvidia_cuda_available() answers False: {cause})")
     elif value == "nvidia" and nvidia.get("repr") == "True":
         message += ", because its NVIDIA branch found an NVIDIA GPU (is_nvidia_cuda_available() answers True)"
-    return [_finding("vendor-branch", "info", "$GEMS_VENDOR", message + ".", [write["seq"]])]
+    return [make_finding("vendor-branch", "info", "$GEMS_VENDOR", message + ".", [write["seq"]])]

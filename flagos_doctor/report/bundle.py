@@ -63,10 +63,10 @@ def probe_piece(options: ReportOptions) -> dict:
 
 
 def survey_piece(path: str) -> dict:
-    from flagos_doctor.survey.results import load as load_results
-    from flagos_doctor.compare.diff import CONTEXT, lookup
-    from flagos_doctor.survey.verdicts import is_native_also
-    from flagos_doctor.survey.groups import failure_groups
+    from flagos_doctor.results.document import load as load_results
+    from flagos_doctor.results.comparable import CONTEXT, lookup
+    from flagos_doctor.results.verdicts import is_native_also
+    from flagos_doctor.results.groups import failure_groups
 
     try:
         document = load_results(path)
@@ -103,7 +103,7 @@ def survey_piece(path: str) -> dict:
 def compare_piece(options: ReportOptions) -> dict:
     """The comparison of ``--compare A B``; runs that are not comparable are attached only
     with ``--force`` (as ``survey --compare``), else an error naming the fields."""
-    from flagos_doctor.compare.command import build_comparison, not_comparable_message
+    from flagos_doctor.compare.build import build_comparison, not_comparable_message
 
     a, b = options.compare
     try:

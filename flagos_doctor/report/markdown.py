@@ -14,8 +14,8 @@ from flagos_doctor import output
 from flagos_doctor.compare import markdown as compare_markdown
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, code, details
 from flagos_doctor.report.bundle import REPORT_SCHEMA
-from flagos_doctor.survey import bindings
-from flagos_doctor.survey.groups import overloads_named
+from flagos_doctor.stacks import torch_fl_bindings as bindings
+from flagos_doctor.results.groups import overloads_named
 
 
 def _cell(value) -> str:

@@ -54,6 +54,12 @@ def names() -> list[str]:
     return list(BUILT_IN)
 
 
+def route_sources() -> tuple[str, ...]:
+    """``--routes`` values: each built-in stack whose registrations make a route set of
+    their own (:attr:`~.base.Stack.route_source`), then ``stack`` (the chosen stack's)."""
+    return tuple(name for name, cls in BUILT_IN.items() if cls.route_source) + ("stack",)
+
+
 def is_module_name(name: str) -> bool:
     return bool(name) and all(part.isidentifier() for part in name.split("."))
 
@@ -94,4 +100,4 @@ def detect() -> str:
 
 
 __all__ = ["BUILT_IN", "DEFAULT_RULE", "DETECTED", "SURVEY_DEFAULT", "NoBaseline", "Stack", "choices", "detect",
-           "dist_version", "distribution", "get", "is_module_name", "names", "not_importable"]
+           "dist_version", "distribution", "get", "is_module_name", "names", "not_importable", "route_sources"]

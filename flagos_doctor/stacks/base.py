@@ -15,9 +15,10 @@ before its tracer is in place.
 from __future__ import annotations
 
 import os
+import sys
 
 from flagos_doctor.stacks.evidence import counts_from_log, route_of
-from flagos_doctor.survey import model
+from flagos_doctor.results import model
 
 GIB = 1 << 30
 
@@ -54,6 +55,9 @@ class Stack:
     #: :meth:`default_conf` gives none: a ``--routes`` source (``flag_gems``), or None: the
     #: user must say.
     default_listing: str | None = None
+    #: Whether ``--routes NAME`` takes the overloads this stack registers as the route set
+    #: of a survey of any stack (a worker of this stack lists them).
+    route_source = False
 
     def default_conf(self) -> str | None:
         """Parent. The backends conf whose routes the survey takes without ``--conf`` / ``--routes``."""
@@ -73,6 +77,21 @@ class Stack:
     def prepare_baseline_env(self, env: dict, overloads: list[str], native_route: str | None) -> None:
         """Parent. Edit ``env`` of a baseline worker (after :meth:`prepare_env`)."""
 
+    def check_before_cases(self, found: dict, python: str, env: dict) -> dict:
+        """Parent. Provenance fields of checks run before any case, given what the first
+        worker found (``found``, its provenance) and how workers start (``python``, ``env``)."""
+        return {}
+
+    def given_commit(self, found: dict, commit: str) -> dict:
+        """Parent. ``found`` (the first worker's provenance) with the commit the user gave
+        (``--torch-fl-commit``) for a torch_fl build that records none: the torch_fl it
+        loaded says so, and its runs are filed under that commit. Unchanged without one."""
+        if not found.get("torch_fl"):
+            return found
+        from flagos_doctor.torch_fl_source import with_commit  # here: the parent imports nothing named torch
+
+        return {**found, "torch_fl": with_commit(found["torch_fl"], commit), "store_key": commit}
+
     # -- survey, child side (the worker) -------------------------------------------------
     def setup(self) -> str:
         """Child. Import and enable the stack; return its device string."""
@@ -90,9 +109,26 @@ class Stack:
         """Child. The overloads the stack registers kernels for (``--routes stack``)."""
         raise NotImplementedError(f"stack {self.name!r} cannot list what it registers")
 
-    def key(self) -> str:
-        """Child. The results-store key when there is no torch_fl commit: ``<stack>-<version>``."""
-        return f"{self.name}-{dist_version(self.name) or 'unknown'}"
+    def version(self) -> str | None:
+        """Child. The stack's version: its distribution's, None when unknown."""
+        return dist_version(self.name)
+
+    def loaded_torch_fl(self) -> dict | None:
+        """Child, after setup. The torch_fl the stack loaded (any stack may import it), or None."""
+        return torch_fl_info() if "torch_fl" in sys.modules else None
+
+    def key(self, torch_fl: dict | None = None) -> str:
+        """Child. The results-store key: the commit of the loaded torch_fl (``-dirty`` when its
+        tree was), the code under test; else ``<stack>-<version>``."""
+        if torch_fl and torch_fl.get("commit"):
+            return torch_fl["commit"] + ("-dirty" if torch_fl.get("dirty") else "")
+        return f"{self.name}-{self.version() or 'unknown'}"
+
+    def provenance(self) -> dict:
+        """Child, after setup. The stack's part of a survey's provenance: ``stack``,
+        ``store_key`` (:meth:`key`) and ``torch_fl`` (:meth:`loaded_torch_fl`)."""
+        torch_fl = self.loaded_torch_fl()
+        return {"stack": self.name, "store_key": self.key(torch_fl), "torch_fl": torch_fl}
 
     def begin_case(self) -> object:
         """Child. A snapshot taken before a case, handed back to :meth:`evidence`."""
@@ -130,3 +166,21 @@ def distribution(name: str):
 def dist_version(name: str) -> str | None:
     dist = distribution(name)
     return dist.version if dist else None
+
+
+def torch_fl_info() -> dict | None:
+    """Child. torch_fl's version, commit, dirty flag and extension md5 (see
+    :mod:`flagos_doctor.torch_fl_source`), or None when it is not installed."""
+    import importlib.util
+
+    from flagos_doctor.torch_fl_source import source_details
+
+    dist = distribution("torch_fl")
+    try:
+        spec = importlib.util.find_spec("torch_fl")
+    except (ImportError, ValueError):
+        spec = None
+    if dist is None and spec is None:
+        return None
+    package_dir = list(spec.submodule_search_locations)[0] if spec is not None and spec.submodule_search_locations else None
+    return {"version": dist.version if dist else None, **source_details(package_dir, dist)}

@@ -60,10 +60,10 @@ class DemoStack(Stack):
 
         return sorted(demo.registered_overloads)
 
-    def key(self) -> str:
+    def version(self) -> str:
         from flagos_doctor import __version__
 
-        return f"demo-{__version__}"
+        return __version__
 
     def begin_case(self):
         from flagos_doctor.demo import kernels

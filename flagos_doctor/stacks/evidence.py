@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from flagos_doctor.survey import model
+from flagos_doctor.results import model
 
 #: torch_fl's fallback line names the op's schema (``aten::erf``), not the overload.
 DISPATCH_RE = re.compile(r"^\[flagos dispatch\] (?:aten::)?(\S+) -> (\S+)\s*$", re.M)

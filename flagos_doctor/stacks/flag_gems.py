@@ -31,6 +31,7 @@ class FlagGemsStack(Stack):
     probe_imports = ("flag_gems",)
     log_evidence = False
     default_listing = "flag_gems"
+    route_source = True
 
     def __init__(self):
         self.calls: Counter = Counter()

@@ -48,14 +48,14 @@ class ModuleStack(Stack):
             return sorted(module.registered())
         return super().registered()
 
-    def key(self) -> str:
+    def version(self) -> str | None:
         version = dist_version(self.name.split(".", 1)[0])
         if version is None:
             try:
                 version = getattr(importlib.import_module(self.name), "__version__", None)
             except Exception:
                 version = None
-        return f"{self.name}-{version or 'unknown'}"
+        return version
 
     def describe_for_report(self, data, environ_before):
         setup = getattr(importlib.import_module(self.name), "setup", None)

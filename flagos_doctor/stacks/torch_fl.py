@@ -13,7 +13,8 @@ from __future__ import annotations
 import importlib
 import os
 
-from flagos_doctor.stacks.base import Stack
+from flagos_doctor.stacks import torch_fl_bindings
+from flagos_doctor.stacks.base import Stack, torch_fl_info
 
 
 class TorchFLStack(Stack):
@@ -37,7 +38,16 @@ class TorchFLStack(Stack):
             env[backends_conf.op_override_var(overload)] = route
         env["FLAGOS_DOCTOR_NATIVE_ROUTE"] = route  # for baseline_label, in the child
 
+    def check_before_cases(self, found, python, env):
+        # Its bindings against the installed flag_gems, before any case runs.
+        if not found.get("torch_fl"):
+            return {}
+        return {"flag_gems_bindings": torch_fl_bindings.check_in_child(python, env)}
+
     # -- child ------------------------------------------------------------------------
+    def loaded_torch_fl(self):
+        return torch_fl_info()
+
     def setup(self) -> str:
         importlib.import_module("torch_fl")  # before torch: it sets up its environment first
         return "flagos"

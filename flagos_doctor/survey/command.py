@@ -1,8 +1,11 @@
 """``flagos-doctor survey``: run every overload of a route set on the device, judge it, keep it.
 
-Wires the parts: the route set (:mod:`.routes`), the spec (:mod:`.spec`), the workers
-(:mod:`.pool`), the results file and journal (:mod:`.journal`), the document
-(:mod:`.results`), the terminal (:mod:`.progress`) and the results store. Never imports torch.
+A short sequence of named steps (:func:`_survey`): plan (the route set, the selection, the
+journal), start (the first worker, the provenance, :mod:`.provenance`; the tasks in order,
+:mod:`.history`), run (the workers, :mod:`.pool`), confirm (:mod:`.confirm`), file (the
+results file, :mod:`.journal`, and the store) and render (every output through
+:func:`flagos_doctor.output.emit`; the summary is :mod:`.progress`'s view). The results
+document is :mod:`flagos_doctor.results.document`'s. Never imports torch.
 
 Exit status: 0 when every selected overload got a verdict (whatever the verdicts: a survey
 measures; ``--compare`` judges), 1 when the survey could not complete (the stack would not
@@ -17,16 +20,18 @@ import os
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from flagos_doctor import checks, files, lock, stacks
 from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, BadInput
 from flagos_doctor.options import SurveyOptions
-from flagos_doctor.output import emit, show  # progress and results register the survey's views
+from flagos_doctor import output  # progress and results register the survey's views
 from flagos_doctor.store import Store, safe_name
-from flagos_doctor.survey import bindings, comparable, confirm, history, model, pool as pool_module, progress, results, routes, sizing
+from flagos_doctor.results import comparable, document as results, model
+from flagos_doctor.survey import confirm, history, pool as pool_module, progress, provenance, routes, sizing
 from flagos_doctor.survey.journal import Journal
-from flagos_doctor.survey.verdicts import verdict as verdict_of
+from flagos_doctor.results.verdicts import verdict as verdict_of
 
 ISOLATIONS = ("pooled", "per-overload")
 TASK_SIZES = ("cases", "overloads")
@@ -48,8 +53,8 @@ def _validate(options: SurveyOptions) -> None:
         raise BadInput(f"--isolation must be one of {', '.join(ISOLATIONS)}, not {options.isolation!r}")
     if options.tasks not in TASK_SIZES:
         raise BadInput(f"--tasks must be one of {', '.join(TASK_SIZES)}, not {options.tasks!r}")
-    if options.routes is not None and options.routes not in routes.ROUTE_SOURCES:
-        raise BadInput(f"--routes must be one of {', '.join(routes.ROUTE_SOURCES)}, not {options.routes!r}")
+    if options.routes is not None and options.routes not in stacks.route_sources():
+        raise BadInput(f"--routes must be one of {', '.join(stacks.route_sources())}, not {options.routes!r}")
     if options.routes and options.conf:
         raise BadInput("give --conf or --routes, not both")
     checks.seconds(options.timeout, "--timeout")
@@ -76,7 +81,8 @@ def _load_spec(path: str | None):
 
 
 def _listing_source(options: SurveyOptions) -> str | None:
-    """Where the route set comes from when no conf gives it: ``flag_gems`` or ``stack``.
+    """Where the route set comes from when no conf gives it: a stack that lists what it
+    registers (``--routes``, :func:`flagos_doctor.stacks.route_sources`) or ``stack``.
 
     None when a conf gives it. Raises BadInput when neither can.
     """
@@ -101,7 +107,7 @@ def _route_set(options: SurveyOptions, config: pool_module.WorkerConfig) -> rout
     source = _listing_source(options)
     if source is None:
         return _conf_route_set(options)
-    listing = pool_module.WorkerConfig(**{**config.__dict__, "stack": "flag_gems" if source == "flag_gems" else options.stack})
+    listing = pool_module.WorkerConfig(**{**config.__dict__, "stack": options.stack if source == "stack" else source})
     lister = pool_module.Pool(listing, 1)
     try:
         worker = lister.start_worker(0, list_only=True)
@@ -160,7 +166,6 @@ def _run(options: SurveyOptions) -> int:
     # before any work, a bad one is one line.
     given_hints = results.load(options.hints) if options.hints else None
     spec = _load_spec(options.spec)
-    spec_dict = spec.to_dict()
     config = pool_module.WorkerConfig(
         python=options.python, stack=options.stack, device=options.device,
         spec=os.path.abspath(options.spec) if options.spec else None,
@@ -175,7 +180,7 @@ def _run(options: SurveyOptions) -> int:
                                per_overload=options.isolation == "per-overload")
         workers = pool_module.Pool(config, choice.workers, per_overload=options.isolation == "per-overload")
         try:
-            return _survey(options, spec, spec_dict, config, workers, choice, given_hints)
+            return _survey(Survey(options, spec, spec.to_dict(), config, workers, choice, given_hints))
         finally:
             workers.close()
 
@@ -189,191 +194,199 @@ def _say_workers(options: SurveyOptions, choice: sizing.Choice) -> None:
             print(f"flagos-doctor: {note}", file=sys.stderr)
 
 
-def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.WorkerConfig,
-            workers: pool_module.Pool, choice: sizing.Choice, given_hints: dict | None = None) -> int:
+@dataclass
+class Survey:
+    """One survey run: what its steps share. Each step owns the fields it fills in."""
+
+    options: SurveyOptions
+    spec: object
+    spec_dict: dict
+    config: pool_module.WorkerConfig
+    workers: pool_module.Pool
+    choice: sizing.Choice
+    given_hints: dict | None
+    # plan
+    route_set: routes.RouteSet | None = None
+    selected: list[str] = field(default_factory=list)
+    journal: Journal | None = None
+    first: pool_module.WorkerProcess | None = None
+    # start
+    started: str = ""
+    clock: float = 0.0
+    this_run: dict = field(default_factory=dict)
+    provenance: dict = field(default_factory=dict)
+    measured: dict = field(default_factory=dict)
+    tasks: list = field(default_factory=list)
+    slow: int = 0
+    # run
+    fatal: dict | None = None
+    interrupted: bool = False
+    # file
+    done: bool = False
+    doc: dict | None = None
+
+    def document(self) -> dict:
+        """The results document of what is recorded so far."""
+        journal = self.journal
+        return results.build(self.provenance, journal.comparable, self.route_set.overloads, journal.finished,
+                             journal.partial, journal.profiles, self.measured)
+
+
+def _survey(survey: Survey) -> int:
+    """The survey's steps, in order; the workers are closed before the results are filed."""
+    _plan(survey)
+    try:
+        _start(survey)
+        _run_tasks(survey)
+    finally:
+        survey.workers.close()
+    if not survey.interrupted and not survey.fatal:
+        survey.interrupted = _confirm(survey)
+    _file(survey)
+    return _render(survey)
+
+
+def _plan(survey: Survey) -> None:
+    """The route set, the overloads selected, and the journal of the results file, checked
+    against this setup before any case runs. When the survey's own stack lists the routes,
+    its first worker does, then works on."""
+    options, workers = survey.options, survey.workers
     source = _listing_source(options)
-    first = None
     if source is not None and (source == "stack" or options.stack == source):
-        # The survey's own stack lists the routes: its first worker does, then works on.
-        workers.prestart(len(options.ops) if options.ops else choice.workers)
-        first = _start_first(workers, options.stack)
+        workers.prestart(len(options.ops) if options.ops else survey.choice.workers)
+        survey.first = _start_first(workers, options.stack)
         try:
-            route_set = routes.from_listing(source, first.registered(), options.backend)
+            survey.route_set = routes.from_listing(source, survey.first.registered(), options.backend)
         except pool_module.StackFailed as exc:
             _stack_failed(exc, options.stack)
     else:
-        route_set = _route_set(options, config)
-    selected = routes.select(route_set, options.ops)
-    if first is None:
-        workers.prestart(len(selected))
+        survey.route_set = _route_set(options, survey.config)
+    survey.selected = routes.select(survey.route_set, options.ops)
+    if survey.first is None:
+        workers.prestart(len(survey.selected))
     output = options.output or default_output(options.stack)
-    setup = {
-        "harness_version": model.HARNESS_VERSION,
-        "route_set_sha256": route_set.sha256,
-        "spec_sha256": getattr(spec, "sha256", None) or results.spec_sha256(spec_dict),
-        "stack": options.stack,
-        "backend": route_set.backend,
-        "device": options.device,
-    }
-    journal = Journal(output, setup)
-    journal.load()  # refuses another setup before any case runs
+    survey.journal = Journal(output, provenance.setup_record(options, survey.route_set, survey.spec, survey.spec_dict))
+    survey.journal.load()  # refuses another setup before any case runs
 
-    started = _now()
-    clock = time.monotonic()
+
+def _start(survey: Survey) -> None:
+    """The first worker up, what it found checked and recorded, this run's provenance, and
+    the tasks in the order they run."""
+    options, journal, workers = survey.options, survey.journal, survey.workers
+    survey.started, survey.clock = _now(), time.monotonic()
+    if survey.first is None:
+        survey.first = _start_first(workers, options.stack)
+    found = provenance.check_stack(options, survey.config, survey.first.ready["provenance"])
+    lowered = sizing.after_first_worker(survey.choice, found.get("device") or {}, max(1, len(options.devices)))
+    if lowered is not None:
+        workers.lower_limit(lowered)
+    _say_workers(options, survey.choice)  # said once the input is known good: a usage error stays one line
+    found = provenance.stack_part(options, found)
+    journal.extend(provenance.found_record(found))
+    if options.rerun:
+        journal.drop(survey.selected)
+    survey.measured = _measured(journal.previous)
+    task_size = options.tasks if options.isolation == "pooled" else "overloads"  # per-overload: whole overloads
+    survey.this_run = provenance.this_run(options, survey.choice, survey.config, workers, survey.started,
+                                          len(survey.selected), task_size)
+    survey.provenance = provenance.document_provenance(found, survey.route_set, survey.spec_dict, options,
+                                                       survey.config, journal.previous, survey.this_run, survey.started)
+    tasks = plan_tasks([name for name in survey.selected if name not in journal.finished], journal,
+                       [profile.name for profile in survey.spec.profiles], task_size)
+    hints, sources = _timing_hints(options, journal, survey.given_hints)
+    survey.tasks, survey.slow = history.slow_first(tasks, hints)
+    provenance.ordering(survey.this_run, sources, survey.slow, survey.tasks)
+
+
+def _run_tasks(survey: Survey) -> None:
+    """Every task through the workers, each event recorded as it comes; Ctrl-C stops them."""
+    journal, workers, first = survey.journal, survey.workers, survey.first
+    outstanding = Counter(name for name, _ in survey.tasks)  # tasks left per overload
+    journal.start(survey.document())
+    view = progress.LiveProgress(len(outstanding), quiet=survey.options.quiet)
+    begun: set[str] = set()
     try:
-        if first is None:
-            first = _start_first(workers, options.stack)
-        found = first.ready["provenance"]
-        if found.get("torch_fl"):  # its bindings vs the installed flag_gems, before any case runs
-            found["flag_gems_bindings"] = bindings.check_in_child(config.python, config.env(0))
-        lowered = sizing.after_first_worker(choice, found.get("device") or {}, max(1, len(options.devices)))
-        if lowered is not None:
-            workers.lower_limit(lowered)
-        _say_workers(options, choice)  # said once the input is known good: a usage error stays one line
-        if options.torch_fl_commit and found.get("torch_fl"):
-            from flagos_doctor.torch_fl_source import with_commit  # here: the parent imports nothing named torch
-
-            found = {**found, "torch_fl": with_commit(found["torch_fl"], options.torch_fl_commit)}
-            found["store_key"] = options.torch_fl_commit
-        journal.extend({
-            "device_type": (found.get("device") or {}).get("type"),
-            "torch": found.get("torch"),
-            "store_key": found.get("store_key"),
-        })
-        if options.rerun:
-            journal.drop(selected)
-        measured = _measured(journal.previous)
-        runs = list(((journal.previous or {}).get("provenance") or {}).get("runs", []))
-        task_size = options.tasks if options.isolation == "pooled" else "overloads"  # per-overload: whole overloads
-        this_run = {
-            "started": started, "ended": None, "selected": len(selected), "isolation": options.isolation,
-            "tasks": task_size,
-            "workers": choice.workers, "workers_choice": choice.provenance(),
-            "devices": list(options.devices), "rerun": options.rerun,
-            "shared_autotune": dict(zip(("TRITON_CACHE_AUTOTUNING", "set_by"), config.autotune_setting())),
-            "autotune_timing": config.autotune_timing(),
-            "repeats": options.repeats, "baseline": options.baseline,
-        }
-        if any(workers.leftovers.values()):  # what surveys killed before had left behind
-            this_run["leftovers_cleaned"] = dict(workers.leftovers)
-        provenance = {
-            **found,
-            "routes": route_set.provenance(),
-            "harness_version": model.HARNESS_VERSION,
-            "spec": spec_dict,
-            "spec_path": config.spec,
-            "timeout": options.timeout,
-            "started": runs[0]["started"] if runs else started,
-            "ended": None,
-            "runs": runs + [this_run],
-        }
-
-        def document() -> dict:
-            return results.build(provenance, journal.comparable, route_set.overloads, journal.finished, journal.partial,
-                                 journal.profiles, measured)
-
-        tasks = plan_tasks([name for name in selected if name not in journal.finished], journal,
-                           [profile.name for profile in spec.profiles], task_size)
-        hints, sources = _timing_hints(options, journal, given_hints)
-        tasks, slow = history.slow_first(tasks, hints)
-        if sources:
-            this_run["hints"] = sources
-        if slow:
-            this_run["slow_first"] = {
-                "hints": [source["path"] for source in sources], "tasks": slow,
-                "first": [name + ("/" + ",".join(profiles) if profiles else "") for name, profiles in tasks[:min(slow, 10)]],
-            }
-        outstanding = Counter(name for name, _ in tasks)  # tasks left per overload
-        journal.start(document())
-        view = progress.LiveProgress(len(outstanding), quiet=options.quiet)
-        begun: set[str] = set()
-        fatal = None
-        interrupted = False
-        try:
-            if tasks:
-                slots = workers.run(tasks, first, unheld=slow)
-            else:
-                first.close()
-                workers.stop()  # prestarted workers have nothing to do
-                slots = 0
-            while slots:
-                event = workers.events.get()
-                if event.kind == "begin":
-                    if event.overload not in begun:
-                        begun.add(event.overload)
-                        view.begin(event.overload)
-                elif event.kind == "profiles":
-                    journal.record_profiles(event.overload, event.data["profiles"])
-                elif event.kind == "case":
-                    journal.record_case(event.overload, event.data)
-                elif event.kind == "end":
-                    outstanding[event.overload] -= 1
-                    if outstanding[event.overload] == 0:  # its last task: the overload is finished
-                        journal.record_end(event.overload)
-                        measured[event.overload] = started
-                        if journal.compact_due(len(route_set.overloads)):
-                            journal.compact(document())
-                        view.end(event.overload, verdict_of(journal.finished[event.overload]))
-                elif event.kind == "replaced":
-                    view.note(f"worker {event.data['slot']} replaced after {event.overload}: {event.data['why']}")
-                elif event.kind == "fatal":
-                    fatal = fatal or event.data
-                    workers.stop()
-                elif event.kind == "slot_end":
-                    slots -= 1
-        except KeyboardInterrupt:
-            interrupted = True
-            workers.stop()
-        finally:
-            view.stop()
+        if survey.tasks:
+            slots = workers.run(survey.tasks, first, unheld=survey.slow)
+        else:
+            first.close()
+            workers.stop()  # prestarted workers have nothing to do
+            slots = 0
+        while slots:
+            event = workers.events.get()
+            if event.kind == "begin":
+                if event.overload not in begun:
+                    begun.add(event.overload)
+                    view.begin(event.overload)
+            elif event.kind == "profiles":
+                journal.record_profiles(event.overload, event.data["profiles"])
+            elif event.kind == "case":
+                journal.record_case(event.overload, event.data)
+            elif event.kind == "end":
+                outstanding[event.overload] -= 1
+                if outstanding[event.overload] == 0:  # its last task: the overload is finished
+                    journal.record_end(event.overload)
+                    survey.measured[event.overload] = survey.started
+                    if journal.compact_due(len(survey.route_set.overloads)):
+                        journal.compact(survey.document())
+                    view.end(event.overload, verdict_of(journal.finished[event.overload]))
+            elif event.kind == "replaced":
+                view.note(f"worker {event.data['slot']} replaced after {event.overload}: {event.data['why']}")
+            elif event.kind == "fatal":
+                survey.fatal = survey.fatal or event.data
+                workers.stop()
+            elif event.kind == "slot_end":
+                slots -= 1
+    except KeyboardInterrupt:
+        survey.interrupted = True
+        workers.stop()
     finally:
-        workers.close()
+        view.stop()
 
-    if not interrupted and not fatal:
-        interrupted = _confirm(options, config, journal, route_set, first.ready, this_run, provenance, measured, started,
-                               document)
-    ended = _now()
-    this_run["ended"] = ended
-    this_run["seconds"] = round(time.monotonic() - clock, 3)
-    this_run["worker_starts"] = workers.start_figures()
-    this_run["compactions"] = journal.compactions
-    this_run["schedule"] = workers.schedule_figures()
-    provenance["ended"] = ended
-    doc = document()
-    done = all(name in journal.finished for name in selected)
-    journal.close(done, doc)
-    if done and doc["complete"] and not options.no_store:
-        store = Store(options.store)
-        doc_key = provenance.get("store_key") or f"{options.stack}-unknown"
-        filed = store.file("survey", doc_key, comparable.fingerprint(journal.comparable), journal.output)
-        provenance["store_path"] = filed
+
+def _file(survey: Survey) -> None:
+    """This run's end recorded, the results file closed, and a complete survey filed in the store."""
+    options, journal = survey.options, survey.journal
+    provenance.finish_run(survey.provenance, survey.this_run, _now(), survey.clock, survey.workers, journal)
+    doc = survey.document()
+    survey.done = all(name in journal.finished for name in survey.selected)
+    journal.close(survey.done, doc)
+    survey.doc = doc
+    if survey.done and doc["complete"] and not options.no_store:
+        doc_key = survey.provenance.get("store_key") or f"{options.stack}-unknown"
+        filed = Store(options.store).file("survey", doc_key, comparable.fingerprint(journal.comparable), journal.output)
+        survey.provenance["store_path"] = filed
+
+
+def _render(survey: Survey) -> int:
+    """The outputs and the summary, then the exit code."""
+    from flagos_doctor.console import output_console
+
+    options, output_path = survey.options, survey.journal.output
+    if not options.quiet and not survey.tasks and not survey.this_run.get("confirm", {}).get("ran"):
+        output_console(stderr=True).print(
+            f"complete: {len(survey.selected)} overloads from {output_path}, nothing run; --rerun to run them again")
     # The results file and the store hold the survey by now: a copy that cannot be written
     # (a full disk) is one line after the summary, and nothing is lost.
     unwritten = None
     try:
-        _write_outputs(options, doc)
+        output.emit(survey.doc, {"census": options.census_path, "json": options.json_path},
+                    terminal=None if options.quiet else output.STDOUT_ELSE_STDERR,
+                    options={output.TERMINAL: {"output": output_path}}, view_despite_failure=True)
     except BadInput as exc:
         unwritten = exc
-    if not options.quiet:
-        stream_is_json = options.json_path == "-"
-        from flagos_doctor.console import output_console
-
-        if not tasks and not this_run.get("confirm", {}).get("ran"):
-            output_console(stderr=True).print(
-                f"complete: {len(selected)} overloads from {journal.output}, nothing run; --rerun to run them again")
-        show(doc, output_console(stderr=stream_is_json), output=journal.output)
-        if provenance.get("store_path"):
-            output_console(stderr=stream_is_json).print(f"filed in the store: {provenance['store_path']}")
-    if interrupted:
+    if not options.quiet and survey.provenance.get("store_path"):
+        output_console(stderr=options.json_path == "-").print(f"filed in the store: {survey.provenance['store_path']}")
+    if survey.interrupted:
         raise KeyboardInterrupt
     if unwritten is not None:
         raise unwritten
-    if fatal:
-        if fatal.get("missing"):
+    if survey.fatal:
+        if survey.fatal.get("missing"):
             raise stacks.not_importable(options.stack)
-        print(f"flagos-doctor: survey stopped: {fatal['message']}", file=sys.stderr)
+        print(f"flagos-doctor: survey stopped: {survey.fatal['message']}", file=sys.stderr)
         return EXIT_FINDING
-    return EXIT_OK if done else EXIT_FINDING
+    return EXIT_OK if survey.done else EXIT_FINDING
 
 
 def _measured(previous: dict | None) -> dict[str, str]:
@@ -382,15 +395,15 @@ def _measured(previous: dict | None) -> dict[str, str]:
     return {name: entry["measured"] for name, entry in overloads.items() if entry.get("measured")}
 
 
-def _confirm(options: SurveyOptions, config: pool_module.WorkerConfig, journal: Journal, route_set,
-             ready: dict, this_run: dict, provenance: dict, measured: dict, started: str, document) -> bool:
+def _confirm(survey: Survey) -> bool:
     """Repeat the failures and run them on the native path (:mod:`.confirm`); True if interrupted.
 
-    ``document()`` builds the results document: the results file is written after each
-    pass, so a survey stopped (or killed) while confirming resumes there.
+    The results file is written after each pass, so a survey stopped (or killed) while
+    confirming resumes there.
     """
-    label = ready.get("baseline") if options.baseline == "native" else None
-    provenance["baseline"] = label
+    options, journal, this_run = survey.options, survey.journal, survey.this_run
+    label = survey.first.ready.get("baseline") if options.baseline == "native" else None
+    survey.provenance["baseline"] = label
     pending = confirm.to_repeat(journal.finished, options.repeats) + (confirm.to_baseline(journal.finished) if label else [])
     if not pending:
         return False
@@ -400,14 +413,14 @@ def _confirm(options: SurveyOptions, config: pool_module.WorkerConfig, journal: 
             print(text, file=sys.stderr, flush=True)
 
     for name, _ in pending:  # their verdicts are judged again in this run
-        measured[name] = started
+        survey.measured[name] = survey.started
     this_run["confirm"] = {"ran": True}
-    journal.checkpoint(document())
+    journal.checkpoint(survey.document())
     try:
         this_run["confirm"].update(confirm.confirm(
-            config, this_run["workers"], journal.finished, repeats=options.repeats, baseline_label=label,
-            overloads=route_set.overloads, native_route=options.native_route, note=note,
-            save=lambda: files.write_json(journal.output, document())))
+            survey.config, this_run["workers"], journal.finished, repeats=options.repeats, baseline_label=label,
+            overloads=survey.route_set.overloads, native_route=options.native_route, note=note,
+            save=lambda: files.write_json(journal.output, survey.document())))
     except KeyboardInterrupt:
         return True
     return False
@@ -460,10 +473,6 @@ def plan_tasks(names: list[str], journal: Journal, profiles: list[str], size: st
         else:  # nothing left but the end: one empty task records it
             tasks.append((name, wanted))
     return tasks
-
-
-def _write_outputs(options: SurveyOptions, doc: dict) -> None:
-    emit(doc, {"census": options.census_path, "json": options.json_path})
 
 
 __all__ = ["run", "default_output", "EXIT_BAD_INPUT"]

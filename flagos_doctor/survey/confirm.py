@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from flagos_doctor.survey import model
+from flagos_doctor.results import model
 from flagos_doctor.survey.pool import Pool, WorkerConfig
 
 #: Keys of a repeat's record kept beside its status (the first run's details stay on the case).

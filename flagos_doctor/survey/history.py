@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 
+from flagos_doctor.results.comparable import SAME_WORK
 from flagos_doctor.store import Store
 
 #: Cases that took at least this long last time are handed out first, slowest first;
@@ -40,9 +41,6 @@ def from_document(document: dict) -> dict[tuple[str, str], float]:
     return seconds
 
 
-#: The comparable fields a store run must share with this survey to give hints when its
-#: fingerprint differs: the same stack, route set and device (so the same kernels run).
-SAME_WORK = ("stack", "route_set_sha256", "device_type", "device")
 
 
 def _newest_first(entries: list) -> list:
@@ -67,7 +65,7 @@ def _read(path: str) -> dict | None:
 def from_store(store: Store, fingerprint: str, comparable: dict | None = None) -> tuple[dict[tuple[str, str], float], str | None, str | None]:
     """The hints of the newest survey filed in ``store`` with ``fingerprint``; when there is
     none and ``comparable`` (this survey's record) is given, of the newest one that shares
-    its :data:`SAME_WORK` fields. Returns (hints, path, how: "fingerprint" or "same work").
+    its :data:`~flagos_doctor.results.comparable.SAME_WORK` fields. Returns (hints, path, how: "fingerprint" or "same work").
 
     A store file that cannot be read gives no hints (they are an optimisation, never a
     reason to stop a survey).

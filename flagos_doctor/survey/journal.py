@@ -17,8 +17,8 @@ import json
 import os
 
 from flagos_doctor import files
-from flagos_doctor.survey import model, results
-from flagos_doctor.survey.comparable import check_resumable
+from flagos_doctor.results import document as results, model
+from flagos_doctor.results.comparable import check_resumable
 
 #: About how many times a survey rewrites its results file before the end.
 COMPACTIONS = 20

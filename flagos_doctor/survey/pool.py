@@ -25,7 +25,8 @@ from flagos_doctor import redact
 from flagos_doctor.childproc import Child, ChildEnded, ChildTimeout, tail_text
 from flagos_doctor import stacks
 from flagos_doctor.stacks import evidence
-from flagos_doctor.survey import model, scratch
+from flagos_doctor.results import model
+from flagos_doctor.survey import scratch
 from flagos_doctor.survey.schedule import Schedule
 
 WORKER_MODULE = "flagos_doctor.survey.child.worker"

@@ -7,7 +7,8 @@ progress bar from counts the command hands it, the table from the results docume
 from __future__ import annotations
 
 from flagos_doctor import output
-from flagos_doctor.survey import bindings, groups, model
+from flagos_doctor.results import groups, model
+from flagos_doctor.stacks import torch_fl_bindings as bindings
 
 _STYLE = {
     model.STRICT: "green", model.BASIC_ONLY: "yellow", model.FAILED: "red", model.UNTESTED: "dim",
@@ -176,7 +177,7 @@ def _render_missing(document: dict, console) -> None:
             + (f" ({len(static['overloads'])} bound overloads)" if "overloads" in static else ""))
 def _render_confirmed(document: dict, console) -> None:
     """Failures the native path shares, FLAKY cases, and when the verdicts were measured."""
-    from flagos_doctor.survey.verdicts import is_native_also
+    from flagos_doctor.results.verdicts import is_native_also
 
     summary = document["summary"]
     label = (document.get("provenance") or {}).get("baseline") or "the native path"

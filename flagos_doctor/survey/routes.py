@@ -2,7 +2,7 @@
 
 The route set comes from a backends conf (``--conf``: every unique overload whose final
 backend is ``--backend``, after includes and last-wins), or from the stack itself
-(``--routes flag_gems``: what flag_gems registers; ``--routes stack``: what the chosen
+(``--routes NAME``: what the stack NAME registers, e.g. ``flag_gems``; ``--routes stack``: what the chosen
 stack registers), listed by a child process. ``--ops`` selects a subset to run now; the
 results file still covers the whole route set (the rest stays PENDING).
 """
@@ -15,13 +15,10 @@ from dataclasses import dataclass
 from flagos_doctor import conf as conf_parser
 from flagos_doctor.errors import BadInput
 
-ROUTE_SOURCES = ("flag_gems", "stack")
-
-
 @dataclass(frozen=True)
 class RouteSet:
     overloads: list[str]  # sorted, unique
-    source: str  # "conf", "flag_gems" or "stack"
+    source: str  # "conf", "stack", or the stack that listed it (--routes NAME)
     conf_path: str | None = None
     conf_sha256: str | None = None
     backend: str = "flagos_python"

@@ -11,7 +11,7 @@ Seen on 2026-12-01 (torch 2.13.0+cpu, Python 3.11)::
 
     AttributeError | AttributeError: module 'flag_gems.ops' has no attribute 'log1p' | flag_gems.ops.log1p
 
-(the exception type, the survey's case detail, and what ``bindings.missing_from_detail``
+(the exception type, the survey's case detail, and what ``model.missing_from_detail``
 reads from it). The kernel sits on the CPU key here, PrivateUse1 in torch_fl; the way the
 exception crosses the dispatcher into Python is the same.
 """
@@ -47,5 +47,5 @@ try:
     torch.ops.fdcheck.log1p.default(torch.ones(2))
 except Exception as exc:
     from flagos_doctor.survey.child.engine import describe
-    from flagos_doctor.survey import bindings
-    print(type(exc).__name__, "|", describe(exc), "|", bindings.missing_from_detail(describe(exc)))
+    from flagos_doctor.results import model
+    print(type(exc).__name__, "|", describe(exc), "|", model.missing_from_detail(describe(exc)))

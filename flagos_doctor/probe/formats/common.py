@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flagos_doctor.probe.findings import label
+from flagos_doctor.probe.finding import label
 
 
 def where_text(where: dict | None) -> str:

@@ -30,7 +30,8 @@ import warnings
 
 import torch
 
-from flagos_doctor.survey import bindings, model
+from flagos_doctor.results import model
+from flagos_doctor.stacks import torch_fl_bindings as bindings
 from flagos_doctor.survey.child import references
 from flagos_doctor.survey.child.judge import Judge, flatten, random_range, undefined_results
 from flagos_doctor.survey.child.synth import Case, Declined, adapt_on_device, build_case, clone_tree
@@ -79,8 +80,8 @@ def _result(status: str, detail: str = "") -> dict:
 
 def _device_error(detail: str) -> dict:
     """ERROR, or MISSING_FUNCTION when the error says the binding's FlagGems function is not
-    in the installed flag_gems (a version drift, not a kernel bug: see :mod:`.bindings`)."""
-    function = bindings.missing_from_detail(detail)
+    in the installed flag_gems (a version drift, not a kernel bug: see :mod:`flagos_doctor.stacks.torch_fl_bindings`)."""
+    function = model.missing_from_detail(detail)
     if function:
         return _result(model.MISSING_FUNCTION, bindings.missing_detail(function, detail))
     return _result(model.ERROR, detail)

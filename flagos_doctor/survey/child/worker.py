@@ -30,7 +30,7 @@ import traceback
 from flagos_doctor.channel import ChildChannel
 from flagos_doctor import stacks
 from flagos_doctor.stacks import evidence
-from flagos_doctor.survey import model
+from flagos_doctor.results import model
 
 #: Messages that say the device context is dead (as upstream harness v4, plus HIP's words):
 #: every later result in this process is suspect, so the worker is replaced.
@@ -226,23 +226,6 @@ class Worker:
 # -- provenance (child side: the versions of the interpreter the stack lives in) --------------
 
 
-def torch_fl_info() -> dict | None:
-    """torch_fl's version, commit, dirty flag and extension md5 (see :mod:`flagos_doctor.torch_fl_source`)."""
-    import importlib.util
-
-    from flagos_doctor.torch_fl_source import source_details
-
-    dist = stacks.distribution("torch_fl")
-    try:
-        spec = importlib.util.find_spec("torch_fl")
-    except (ImportError, ValueError):
-        spec = None
-    if dist is None and spec is None:
-        return None
-    package_dir = list(spec.submodule_search_locations)[0] if spec is not None and spec.submodule_search_locations else None
-    return {"version": dist.version if dist else None, **source_details(package_dir, dist)}
-
-
 def device_info(device: str) -> dict:
     import torch
 
@@ -275,23 +258,20 @@ def provenance(stack, device: str) -> dict:
 
     import torch
 
-    torch_fl = torch_fl_info() if stack.name == "torch_fl" or "torch_fl" in sys.modules else None
-    if torch_fl and torch_fl.get("commit"):
-        key = torch_fl["commit"] + ("-dirty" if torch_fl.get("dirty") else "")
-    else:
-        key = stack.key()
+    own = stack.provenance()  # the stack's part: stack, store_key, torch_fl (stacks.base.Stack)
     return {
-        "stack": stack.name,
-        "store_key": key,
+        "stack": own["stack"],
+        "store_key": own["store_key"],
         "python": platform.python_version(),
         "python_executable": sys.executable,
         "torch": torch.__version__,
         "triton": stacks.dist_version("triton"),
         "flag_gems": stacks.dist_version("flag_gems"),
-        "torch_fl": torch_fl,
+        "torch_fl": own.get("torch_fl"),
         "device": device_info(device),
         "visible_devices": {k: v for k, v in os.environ.items() if k.endswith("VISIBLE_DEVICES")},
         "triton_autotune_cache": triton_autotune_cache(),
+        **own,
     }
 
 

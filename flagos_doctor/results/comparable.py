@@ -9,6 +9,8 @@ journal's header). Each field below says what it is used for:
 * ``fingerprinted``: in the digest the store files a run under
   (``<store>/survey/<store_key>/<fingerprint>.json``, :func:`fingerprint`): every recorded
   field but the store key, which is the folder itself;
+* ``same_work``: shared by a stored run whose case times order a new survey
+  (:data:`SAME_WORK`, :mod:`flagos_doctor.survey.history`);
 * ``compared``: must agree for ``survey --compare A B`` (:func:`differences`): the same
   cases (harness, route set, and the parts of the spec that make or judge a case: profiles,
   tolerances, random ops, implementation-defined cases), on the same kind of device,
@@ -38,6 +40,7 @@ class Field:
     fingerprinted: bool  # in the store's fingerprint
     compared: bool  # must agree for ``survey --compare``
     paths: tuple = ()  # where a results document holds it, first present wins (compared fields)
+    same_work: bool = False  # shared by a run whose case times order this one (survey/history.py)
 
 
 def _spec(part: str) -> tuple:
@@ -46,7 +49,7 @@ def _spec(part: str) -> tuple:
 
 #: The fields, in the order a mismatch is named.
 FIELDS = (
-    Field("route_set_sha256", recorded=True, fingerprinted=True, compared=True,
+    Field("route_set_sha256", recorded=True, fingerprinted=True, compared=True, same_work=True,
           paths=(("provenance", "route_set_sha256"), ("provenance", "routes", "route_set_sha256"),
                  ("comparable", "route_set_sha256"))),
     Field("harness_version", recorded=True, fingerprinted=True, compared=True,
@@ -57,12 +60,12 @@ FIELDS = (
     Field("random_ops", recorded=False, fingerprinted=False, compared=True, paths=_spec("random_ops")),
     Field("implementation_defined", recorded=False, fingerprinted=False, compared=True,
           paths=_spec("implementation_defined")),
-    Field("device_type", recorded=True, fingerprinted=True, compared=True,
+    Field("device_type", recorded=True, fingerprinted=True, compared=True, same_work=True,
           paths=(("provenance", "device", "type"), ("provenance", "device_type"), ("comparable", "device_type"))),
-    Field("stack", recorded=True, fingerprinted=True, compared=True,
+    Field("stack", recorded=True, fingerprinted=True, compared=True, same_work=True,
           paths=(("provenance", "stack"), ("comparable", "stack"))),
     Field("backend", recorded=True, fingerprinted=True, compared=False),
-    Field("device", recorded=True, fingerprinted=True, compared=False),
+    Field("device", recorded=True, fingerprinted=True, compared=False, same_work=True),
     Field("torch", recorded=True, fingerprinted=True, compared=False),
     Field("store_key", recorded=True, fingerprinted=False, compared=False),
 )
@@ -72,6 +75,31 @@ COMPARED = tuple(f.name for f in FIELDS if f.compared)
 #: Where each compared field is read in a results document.
 PATHS = {f.name: f.paths for f in FIELDS if f.compared}
 _NOT_FINGERPRINTED = frozenset(f.name for f in FIELDS if not f.fingerprinted)
+#: The fields a stored run must share with a survey to give it case times when its
+#: fingerprint differs: the same stack, route set and device (so the same kernels run).
+SAME_WORK = tuple(f.name for f in FIELDS if f.same_work)
+
+#: Provenance a comparison and a report show beside the summary (informational: two runs
+#: compared may differ on them), each read at the first of its paths present.
+CONTEXT = (
+    ("store key", (("provenance", "store_key"), ("comparable", "store_key"))),
+    ("torch_fl version", (("provenance", "torch_fl", "version"),)),
+    ("torch_fl commit", (("provenance", "torch_fl", "commit"),)),
+    ("torch_fl dirty", (("provenance", "torch_fl", "dirty"),)),
+    ("torch_fl extension md5", (("provenance", "torch_fl", "extension_md5"),)),
+    ("torch", (("provenance", "versions", "torch"), ("provenance", "torch"))),
+    ("flag_gems", (("provenance", "versions", "flag_gems"), ("provenance", "flag_gems"))),
+    ("triton", (("provenance", "versions", "triton"), ("provenance", "triton"))),
+    ("python", (("provenance", "versions", "python"), ("provenance", "python"))),
+    ("device", (("provenance", "device", "name"), ("provenance", "device_name"))),
+    ("device count", (("provenance", "device", "count"),)),
+    ("conf", (("provenance", "conf", "path"), ("provenance", "routes", "conf"))),
+    ("baseline", (("provenance", "baseline"),)),
+    ("conf sha256", (("provenance", "conf", "sha256"), ("provenance", "routes", "conf_sha256"))),
+    ("spec sha256", (("provenance", "spec_sha256"), ("provenance", "spec", "sha256"), ("comparable", "spec_sha256"))),
+    ("started", (("provenance", "started"),)),
+    ("finished", (("provenance", "finished"), ("provenance", "ended"))),
+)
 
 _MISSING = object()
 

@@ -17,7 +17,7 @@ version), so that error is not a kernel bug: the survey gives such a case its ow
 
 Two ways to know, both here:
 
-* from a case's error (:func:`missing_from_detail`), on any build;
+* from a case's error (:func:`flagos_doctor.results.model.missing_from_detail`), on any build;
 * statically, before a case runs: the functions a build calls (:func:`qualnames_in_library`,
   from the compiled ``libtorch_fl.so``; or :func:`binding_map`, overload -> function, from a
   torch_fl source tree) checked against the installed flag_gems (:func:`lookup_error`, which
@@ -50,10 +50,6 @@ _REGISTER_RE = re.compile(r"REGISTER_IMPL_TO_DISPATCHER\(\s*(\w+)\s*,\s*\w+\s*,\
 _OPS_RE = re.compile(r'ADD_IMPL_TO_DISPATCHER\(\s*(\w+)\s*,\s*\w+\s*,\s*"([^"]+)"\s*\)')
 #: A FlagGems qualname as it sits among a library's strings.
 _QUALNAME_BYTES_RE = re.compile(rb"flag_gems(?:\.[A-Za-z_][A-Za-z0-9_]*)+(?=\x00)")
-
-#: What GetFunc's last lookup raises, as the survey's case detail writes it
-#: (``ExcType: first line``).
-_MISSING_RE = re.compile(r"\bAttributeError: module '(flag_gems(?:\.\w+)*)' has no attribute '(\w+)'")
 
 
 def binding_map(source_dir: str) -> dict[str, str]:
@@ -99,14 +95,6 @@ def library_of(package_dir: str) -> str | None:
     return path if os.path.isfile(path) else None
 
 
-def missing_from_detail(detail: str) -> str | None:
-    """The function a case's error says flag_gems lacks (``flag_gems.ops.<function>``), or None."""
-    found = _MISSING_RE.search(detail or "")
-    if not found:
-        return None
-    return f"{found.group(1)}.{found.group(2)}"
-
-
 def lookup_error(qualname: str) -> str | None:
     """None when torch_fl's lookup of ``qualname`` finds a callable in the installed flag_gems,
     else what it raises (``AttributeError: ...``). Imports flag_gems: child side only.
@@ -142,7 +130,7 @@ def missing_functions(qualnames) -> dict[str, str]:
 
 def missing_detail(function: str, error: str) -> str:
     """The detail of a MISSING_FUNCTION case: which function, which flag_gems, the error."""
-    from flagos_doctor.stacks import dist_version
+    from flagos_doctor.stacks.base import dist_version
 
     return f"flag_gems {dist_version('flag_gems') or '(version unknown)'} has no {function} ({error})"
 
@@ -169,7 +157,7 @@ def check_in_child(python: str, env: dict, timeout: float = CHECK_TIMEOUT) -> di
     imports it, would change the order of imports the survey is meant to observe. Returns
     the check, None when there is no torch_fl, or ``{"error": ...}`` when the child failed.
     """
-    code = ("import json\nfrom flagos_doctor.survey.bindings import static_check\n"
+    code = ("import json\nfrom flagos_doctor.stacks.torch_fl_bindings import static_check\n"
             "print(json.dumps(static_check()))")
     try:  # a child of ours: under the children's one import-path policy (child_env)
         done = subprocess.run([python, "-c", code], env=child_env(env), capture_output=True, text=True,

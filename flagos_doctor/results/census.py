@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 
-from flagos_doctor.survey.verdicts import is_native_also
+from flagos_doctor.results.verdicts import is_native_also
 
 
 def census_status(case: dict) -> str:

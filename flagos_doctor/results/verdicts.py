@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from flagos_doctor.survey import bindings, model
+from flagos_doctor.results import model
 
 
 def is_native_also(case: dict) -> bool:
@@ -82,7 +82,7 @@ def summarize(route_set: list[str], overloads: dict[str, dict]) -> dict:
         for case in cases:
             statuses[case["status"]] += 1
             if case["status"] == model.MISSING_FUNCTION:
-                missing_functions[name] = bindings.missing_from_detail(case.get("detail", "")) or "?"
+                missing_functions[name] = model.missing_from_detail(case.get("detail", "")) or "?"
             routes[case.get("route", model.ROUTE_UNKNOWN)] += 1
             if is_native_also(case):
                 native_also[name] += 1

@@ -18,7 +18,7 @@ import json
 
 from flagos_doctor import files, output
 from flagos_doctor.errors import BadInput
-from flagos_doctor.survey import census, groups, model, verdicts
+from flagos_doctor.results import census, groups, model, verdicts
 
 #: Order of a case's keys does not matter in JSON, but its profiles keep the spec's order.
 

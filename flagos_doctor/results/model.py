@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 #: Bump when a change to synthesis, checks or verdict rules can change outcomes: results
 #: files of another harness version are not comparable.
 #: 4: every passing case is run a second time in its process (see child/engine.py, step 5).
@@ -49,3 +51,16 @@ ROUTE_KERNEL = "kernel"  # the routed kernel (FlagGems / demo kernel) ran
 ROUTE_FALLBACK = "cpu_fallback"  # the stack fell back to CPU for this overload
 ROUTE_UNKNOWN = "unknown"  # the stack gives no evidence
 ROUTE_NONE = "-"  # nothing ran on the device (INVALID_CASE, NO_SCHEMA, ...)
+
+#: What GetFunc's last lookup raises, as a case's detail writes it: a
+#: MISSING_FUNCTION case (``ExcType: first line``; torch_fl's binding lookup,
+#: :mod:`flagos_doctor.stacks.torch_fl_bindings`).
+_MISSING_RE = re.compile(r"\bAttributeError: module '(flag_gems(?:\.\w+)*)' has no attribute '(\w+)'")
+
+
+def missing_from_detail(detail: str) -> str | None:
+    """The function a case's error says flag_gems lacks (``flag_gems.ops.<function>``), or None."""
+    found = _MISSING_RE.search(detail or "")
+    if not found:
+        return None
+    return f"{found.group(1)}.{found.group(2)}"

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from flagos_doctor.survey.model import PASS, WRONG
+from flagos_doctor.results.model import PASS, WRONG
 
 #: How many example cases a group keeps with their full detail.
 EXAMPLES = 3
