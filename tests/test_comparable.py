@@ -60,7 +60,7 @@ def test_the_survey_records_exactly_the_recorded_fields(runs):
 
 
 def test_committed_results_keep_the_fingerprints_they_were_filed_under():
-    # What survey/results.py:fingerprint gave before the definition moved: runs already in
+    # What the results fingerprint gave before the definition moved: runs already in
     # a store are found again by their fingerprint (timing hints, matrix queries).
     filed = {
         "flag_gems-4.2.0-h200-harness1.json": "a8520bc975ff1fd2",

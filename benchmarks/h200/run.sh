@@ -79,7 +79,7 @@ case "$step" in
     # A fresh machine resumes from the committed results file (and a journal carried beside it),
     # when that file was made by this harness version (another one would be refused).
     seed=surveys/results/flag_gems-$version-h200.json
-    if [ ! -f "$result" ] && [ -f "$seed" ] && python3 -c "import json,sys; from flagos_doctor.survey import model; sys.exit(json.load(open(sys.argv[1]))['comparable']['harness_version'] != model.HARNESS_VERSION)" "$seed"; then
+    if [ ! -f "$result" ] && [ -f "$seed" ] && python3 -c "import json,sys; from flagos_doctor.results import model; sys.exit(json.load(open(sys.argv[1]))['comparable']['harness_version'] != model.HARNESS_VERSION)" "$seed"; then
       cp "$seed" "$result"; [ -f "$seed.journal" ] && cp "$seed.journal" "$result.journal"
     fi
     # Resumable: a call cut short leaves the journal; the same command carries on.
