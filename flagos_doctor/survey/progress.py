@@ -122,8 +122,6 @@ def show_summary(document: dict, console, output: str | None = None) -> None:
 
 #: Failure groups the summary shows; the results JSON keeps them all, with every member.
 SUMMARY_GROUPS = 8
-#: Statuses the summary counts in one line instead of listing them as failures.
-_NOT_FAILURES = model.NOT_COUNTED + (model.NO_SCHEMA,)
 
 
 def _render_groups(document: dict, console) -> None:
@@ -140,7 +138,7 @@ def _render_groups(document: dict, console) -> None:
     found = document.get("failure_groups")
     if found is None:
         found = groups.failure_groups(document.get("overloads") or {})
-    failing = [group for group in found if group["status"] not in _NOT_FAILURES]
+    failing = groups.counted(found)
     if failing:
         console.print(f"[bold]failures by cause[/] ({len(failing)} groups)")
     for group in failing[:SUMMARY_GROUPS]:
@@ -148,7 +146,7 @@ def _render_groups(document: dict, console) -> None:
                       highlight=False)
     if len(failing) > SUMMARY_GROUPS:
         console.print(f"  [dim]… {len(failing) - SUMMARY_GROUPS} more groups (failure_groups in the results JSON)[/]")
-    uncounted = [group for group in found if group["status"] in _NOT_FAILURES]
+    uncounted = [group for group in found if group["status"] in groups.NOT_FAILURES]
     if uncounted:
         cases: dict = {}
         for group in uncounted:
