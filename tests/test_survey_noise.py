@@ -15,6 +15,7 @@ import sys
 
 from conftest import FIXTURES, REPO_ROOT, run_cli
 from flagos_doctor.survey import model
+from flagos_doctor.survey.confirm import _apply_repeat, settle
 from flagos_doctor.survey.pool import WorkerConfig, WorkerProcess
 
 NOISE_CONF = os.path.join(FIXTURES, "noise.conf")
@@ -106,3 +107,19 @@ def test_a_case_poisoned_by_an_earlier_case_names_it_and_the_culprit_carries_the
     with open(tmp_path / "poison.census", encoding="utf-8") as handle:
         census = handle.read()
     assert "frac\t1d-f32\tERROR\tkernel\n" in census and "trunc\t2d-f32\tPASS\tkernel\n" in census
+    said = " ".join(done.stdout.split())
+    assert "trunc [2d-f32]: illegal memory access in its first run, left there by frac [1d-f32] (replayed)" in said
+
+
+def test_a_timeout_spent_compiling_is_never_flaky():
+    # A run the compile cap stopped (the compiler's time, not the kernel's answer) is left
+    # out of the settling while another run remains; a timeout of running is not.
+    case = {"profile": "2d-f32", "status": model.TIMEOUT, "route": "unknown", "detail": "still compiling ...",
+            "spent": {"compile": 1800.0, "autotune": 0.0, "run": 0.1, "stopped_in": "compile"}}
+    figures = {"flaky": 0}
+    for _ in range(2):
+        assert _apply_repeat([("mm", case)], {("mm", "2d-f32"): {"status": model.PASS, "detail": ""}}, figures)
+    assert case["status"] == model.PASS and case["repeats"] == [model.TIMEOUT, model.PASS, model.PASS]
+    assert case["first_run"] == {"status": model.TIMEOUT, "detail": "still compiling ..."} and figures["flaky"] == 0
+    assert settle([model.TIMEOUT, model.PASS, model.PASS]) == model.FLAKY  # a timeout of running
+    assert settle([model.TIMEOUT, model.TIMEOUT], excused=[0]) == model.TIMEOUT

@@ -25,6 +25,7 @@ from flagos_doctor.options import SurveyOptions
 from flagos_doctor.output import emit, show  # progress and results register the survey's views
 from flagos_doctor.store import Store, safe_name
 from flagos_doctor.survey import bindings, comparable, confirm, history, model, pool as pool_module, progress, results, routes, sizing
+from flagos_doctor.survey import replay  # issue 23
 from flagos_doctor.survey.journal import Journal
 from flagos_doctor.survey.verdicts import verdict as verdict_of
 
@@ -283,6 +284,7 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
                 "hints": [source["path"] for source in sources], "tasks": slow,
                 "first": [name + ("/" + ",".join(profiles) if profiles else "") for name, profiles in tasks[:min(slow, 10)]],
             }
+            this_run["slow_first"]["predicted"] = history.predicted_count(tasks[:slow], hints)  # issue 23
         outstanding = Counter(name for name, _ in tasks)  # tasks left per overload
         journal.start(document())
         view = progress.LiveProgress(len(outstanding), quiet=options.quiet)
@@ -392,6 +394,7 @@ def _confirm(options: SurveyOptions, config: pool_module.WorkerConfig, journal: 
     label = ready.get("baseline") if options.baseline == "native" else None
     provenance["baseline"] = label
     pending = confirm.to_repeat(journal.finished, options.repeats) + (confirm.to_baseline(journal.finished) if label else [])
+    pending += replay.suspects(journal.finished)  # issue 23: a replay cut short by a stop runs on resume
     if not pending:
         return False
 

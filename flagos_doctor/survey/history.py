@@ -123,3 +123,8 @@ def slow_first(tasks: list[tuple], hints: dict[tuple[str, str], float]) -> tuple
     slow = sorted((i for i, c in enumerate(cost) if c >= SLOW_CASE_SECONDS), key=lambda i: cost[i], reverse=True)
     chosen = set(slow)
     return [tasks[i] for i in slow] + [t for i, t in enumerate(tasks) if i not in chosen], len(slow)
+
+
+def predicted_count(tasks: list[tuple], hints: dict[tuple[str, str], float]) -> int:
+    """How many of ``tasks`` were put first by their predicted cold cost, not a timing hint."""
+    return sum(1 for task in tasks if not hinted(task, hints))

@@ -113,6 +113,11 @@ def show_summary(document: dict, console, output: str | None = None) -> None:
     ]
     for name, case in bad[:10]:
         why = case.get("signal") or case.get("poison") or case["detail"]
+        culprit = case.get("poisoned_by")
+        if culprit:  # its first run's sticky error was another case's (survey/replay.py)
+            by = (f"{culprit['overload']} [{culprit['profile']}]" if culprit.get("overload")
+                  else f"{culprit.get('cases')} earlier cases together")
+            why = f"{why} in its first run, left there by {by} (replayed)"
         console.print(f"[red]{case['status']}[/] {name} [{case['profile']}]: {why}")
     if len(bad) > 10:
         console.print(f"[red]... and {len(bad) - 10} more crash/timeout/poison cases")
