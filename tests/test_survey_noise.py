@@ -59,8 +59,8 @@ def test_a_kernel_that_hangs_after_compiling_is_still_a_timeout_saying_where_its
     assert spent["stopped_in"] == "run"
     assert 2.8 <= spent["run"] < 10, spent  # --timeout of running ...
     assert hang["seconds"] >= spent["run"] + spent["compile"] - 0.5
-    assert "of running; worker killed" in hang["detail"] and "s compiling" in hang["detail"]
-    # one worker: the 2d case compiled (2 s asleep in the pipeline), the 1d case found it cached
+    assert hang["detail"] == "no result within 3s of running; worker killed (where its time went: spent)"
+    assert spent["compile"] >= 2  # it compiled its own kernel first (2 s asleep in the pipeline)
     assert case(doc, "ceil", "2d-f32")["status"] == model.PASS
     assert case(doc, "ceil", "2d-f32")["triton"]["compile_seconds"] > 2
 

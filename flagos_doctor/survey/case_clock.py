@@ -78,10 +78,10 @@ class CaseClock:
                 "stopped_in": self.waiting or "run"}
 
     def timeout_detail(self) -> str:
-        """The detail of a TIMEOUT record: which limit it passed and where its time went."""
-        spent = self.spent()
-        where = f"{spent['compile']:.1f} s compiling, {spent['autotune']:.1f} s autotuning, {spent['run']:.1f} s running"
-        if spent["stopped_in"] != "run":
-            return (f"still {'compiling' if spent['stopped_in'] == 'compile' else 'autotuning'} after "
-                    f"{self.cap:g} s of compiling and autotuning (the compile cap); worker killed ({where})")
-        return f"no result within {self.timeout:g}s of running; worker killed ({where})"
+        """The detail of a TIMEOUT record: which limit it passed. The seconds of each part go
+        in ``spent`` (:meth:`spent`), not here: a detail is compared across runs."""
+        stopped_in = self.spent()["stopped_in"]
+        if stopped_in != "run":
+            return (f"still {'compiling' if stopped_in == 'compile' else 'autotuning'} after {self.cap:g}s of "
+                    "compiling and autotuning (the compile cap); worker killed (where its time went: spent)")
+        return f"no result within {self.timeout:g}s of running; worker killed (where its time went: spent)"

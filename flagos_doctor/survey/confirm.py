@@ -38,7 +38,7 @@ from flagos_doctor.survey import model, replay
 from flagos_doctor.survey.pool import Pool, WorkerConfig
 
 #: Keys of a repeat's record kept beside its status (the first run's details stay on the case).
-_KEPT = ("detail", "signal", "poison", "spent")
+_KEPT = ("detail", "signal", "poison")
 
 
 def to_repeat(finished: dict[str, list[dict]], times: int) -> list[tuple[str, dict]]:
@@ -109,7 +109,10 @@ def _apply_repeat(pairs: list[tuple[str, dict]], found: dict, figures: dict) -> 
         progressed = True
         statuses = case.setdefault("repeats", [case["status"]])
         statuses.append(record["status"])
-        case.setdefault("repeat_details", []).append({k: record[k] for k in _KEPT if k in record})
+        kept = {k: record[k] for k in _KEPT if k in record}
+        if stopped_compiling(record["status"], record):  # what settle needs of it, not its seconds
+            kept["stopped_in"] = record["spent"]["stopped_in"]
+        case.setdefault("repeat_details", []).append(kept)
         runs = [case] + case["repeat_details"]  # each run's record (the first: the case's own keys)
         settled = settle(statuses, [i for i, run in enumerate(runs) if stopped_compiling(statuses[i], run)])
         if settled == case["status"]:
@@ -134,7 +137,8 @@ def stopped_compiling(status: str, run: dict) -> bool:
     """A run (``status``, its record) that was a TIMEOUT stopped by the compile cap while
     Triton compiled or autotuned (:mod:`.case_clock`): the compiler's time, not an answer
     of the kernel's."""
-    return status == model.TIMEOUT and (run.get("spent") or {}).get("stopped_in") in ("compile", "autotune")
+    where = run.get("stopped_in") or (run.get("spent") or {}).get("stopped_in")  # a repeat keeps only stopped_in
+    return status == model.TIMEOUT and where in ("compile", "autotune")
 
 
 def settle(statuses: list[str], excused: list[int] = ()) -> str:
