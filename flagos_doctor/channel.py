@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 
 ENV_VAR = "FLAGOS_DOCTOR_CHANNEL"
 
@@ -39,6 +40,9 @@ class ChildChannel:
         self._read_fd = read_fd
         self._write_fd = write_fd
         self._pending = b""
+        # Records may come from more than one thread (a survey worker announces compile
+        # waits from whichever thread compiles): one record's bytes never interleave.
+        self._write_lock = threading.Lock()
 
     @classmethod
     def from_env(cls) -> "ChildChannel":
@@ -49,9 +53,10 @@ class ChildChannel:
     def emit(self, record: dict) -> None:
         data = encode(record)
         view = memoryview(data)
-        while view:
-            written = os.write(self._write_fd, view)
-            view = view[written:]
+        with self._write_lock:
+            while view:
+                written = os.write(self._write_fd, view)
+                view = view[written:]
 
     def receive(self) -> dict | None:
         """Block for the next request; ``None`` once the parent closed its end."""

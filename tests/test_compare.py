@@ -272,3 +272,18 @@ def test_build_cmd_without_repo_is_refused(tmp_path, cli):
     a = write(tmp_path, "a.json", results(BEFORE))
     done = cli("survey", "--compare", a, a, "--build-cmd", "true")
     assert done.returncode == 2 and "--repo" in done.stderr
+
+
+def test_largest_causes_of_failure_count_only_what_the_verdicts_count():
+    # Issue 23: the committed 4.2.0 -> 5.0.2 compare named an INVALID_CASE group among its
+    # largest causes. The survey's summary leaves out what the verdicts do not count; so does this.
+    questions = {f"op{i}": [("2d_f32", INVALID, "-"), ("1d_f32", "UNVERIFIABLE", "-"), ("2d_f16", "FLAKY", K)]
+                 for i in range(6)}
+    a = results({**questions, "abs": [("2d_f32", WRONG, K)]})
+    b = results({**questions, "abs": [("2d_f32", ERROR, K)]})
+    text = render_markdown(compare(a, b))
+    opening = text.split("- largest causes of failure:", 1)[1].split("\n\n", 1)[0]
+    assert "WRONG" in opening and "ERROR" in opening
+    for status in (INVALID, "UNVERIFIABLE", "FLAKY"):
+        assert status not in opening
+        assert f"| {status} |" in text  # still in the table of every failure group

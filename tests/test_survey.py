@@ -36,7 +36,7 @@ def load(path):
 def outcomes(doc):
     """The overloads of a results document without the times (they differ run to run): each
     case's, and when each verdict was measured."""
-    timing = ("seconds", "device_seconds")
+    timing = ("seconds", "device_seconds", "worker", "worker_order", "spent")  # which worker, and where a timeout's time went
     return {name: {**{k: v for k, v in entry.items() if k != "measured"},
                    "cases": [{k: v for k, v in c.items() if k not in timing} for c in entry["cases"]]}
             for name, entry in doc["overloads"].items()}

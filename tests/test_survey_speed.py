@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from conftest import FAULT_ENV, FIXTURES, REPO_ROOT, run_cli
+from flagos_doctor.survey import history
 from flagos_doctor.survey.schedule import Schedule
 
 FAULT_CONF = os.path.join(FIXTURES, "fault.conf")
@@ -114,7 +115,7 @@ def test_schedule_holds_an_overloads_other_cases_until_its_first_ended():
     assert schedule.take() == ("b", ["y"])
     assert schedule.take() is None and schedule.empty()
     assert schedule.figures() == {"hold_followers": True, "followers_early": 1, "hold_family": True,
-                                  "family_waits": 0, "family_early": 0}
+                                  "family_waits": 0, "family_early": 0, "compile_waits": 0}
     unheld = Schedule(tasks, hold_followers=False)
     assert [unheld.take() for _ in tasks] == tasks
     # Slow last time (history.slow_first put them first): a's second case does work of its
@@ -126,18 +127,19 @@ def test_schedule_holds_an_overloads_other_cases_until_its_first_ended():
 
 
 def test_schedule_holds_a_family_siblings_case_of_the_same_profile_until_the_first_ended():
-    # mm and mm.out (one packet, the same kernels and autotuning keys for a profile): on the
-    # H200 both autotuned 2d-f32 at once. mm.out's 2d case waits while mm's runs or is
-    # earlier and unfinished; its 1d case, whose sibling has ended, does not.
-    tasks = [("mm", ["2d"]), ("mm.out", ["2d"]), ("mm", ["1d"]), ("mm.out", ["1d"]), ("abs", ["2d"])]
+    # addcmul and addcmul.out (one packet, the same kernels and autotuning keys for a
+    # profile): on the H200 mm and mm.out autotuned 2d-f32 at once. addcmul.out's 2d case
+    # waits while addcmul's runs or is earlier and unfinished; its 1d case, whose sibling has ended, does
+    # not. (A compile-heavy family, mm itself, is held stricter: the test below.)
+    tasks = [("addcmul", ["2d"]), ("addcmul.out", ["2d"]), ("addcmul", ["1d"]), ("addcmul.out", ["1d"]), ("abs", ["2d"])]
     schedule = Schedule()
     schedule.put_all(tasks, unheld=4)  # all four slow last time: none waits for its overload's lead
-    assert [schedule.take(), schedule.take()] == [("mm", ["2d"]), ("mm", ["1d"])]
-    assert schedule.take() == ("abs", ["2d"])  # mm.out's cases wait for mm's of their profile
-    schedule.finished(("mm", ["1d"]))
-    assert schedule.take() == ("mm.out", ["1d"])
+    assert [schedule.take(), schedule.take()] == [("addcmul", ["2d"]), ("addcmul", ["1d"])]
+    assert schedule.take() == ("abs", ["2d"])  # addcmul.out's cases wait for addcmul's of their profile
+    schedule.finished(("addcmul", ["1d"]))
+    assert schedule.take() == ("addcmul.out", ["1d"])
     # nothing ready: an idle worker takes the held sibling anyway, counted
-    assert schedule.take() == ("mm.out", ["2d"])
+    assert schedule.take() == ("addcmul.out", ["2d"])
     assert schedule.take() is None and schedule.empty()
     figures = schedule.figures()
     assert figures["hold_family"] is True and figures["family_early"] == 1 and figures["family_waits"] == 2
@@ -156,6 +158,49 @@ def test_schedule_holds_a_family_siblings_case_of_the_same_profile_until_the_fir
     free = Schedule(order, hold_family=False)
     free.take()
     assert free.take() == ("bmm", ["x"]) and free.figures()["family_early"] == 0
+
+
+def test_schedule_never_compiles_a_compile_heavy_familys_configurations_twice_at_once():
+    # Cold H200: mm [2d-f32], mm [1d-f32] and mm.out [1d-f32] compiled mm's float32
+    # configurations side by side and each hit the 120 s limit. One family, one dtype: one
+    # at a time, even for an idle worker; another dtype runs beside it.
+    import threading
+
+    tasks = [("mm", ["2d-f32"]), ("mm", ["1d-f32"]), ("mm", ["2d-f16"]), ("mm.out", ["4d-f32"]), ("abs", ["2d-f32"])]
+    schedule = Schedule()
+    schedule.put_all(tasks, unheld=4)
+    assert [schedule.take(), schedule.take(), schedule.take()] == [("mm", ["2d-f32"]), ("mm", ["2d-f16"]),
+                                                                    ("abs", ["2d-f32"])]
+    taken = []
+    waiter = threading.Thread(target=lambda: taken.append(schedule.take()), daemon=True)
+    waiter.start()
+    waiter.join(0.5)
+    assert waiter.is_alive() and not taken  # both f32 tasks wait for mm [2d-f32]: the worker waits too
+    schedule.finished(("mm", ["2d-f32"]))
+    waiter.join(5)
+    assert taken == [("mm", ["1d-f32"])]
+    schedule.finished(("mm", ["2d-f16"]))
+    assert schedule.figures()["compile_waits"] == 2
+    blocked = []
+    waiter = threading.Thread(target=lambda: blocked.append(schedule.take()), daemon=True)
+    waiter.start()
+    waiter.join(0.5)
+    assert waiter.is_alive()  # mm.out [4d-f32] waits for mm [1d-f32]
+    schedule.close()  # the survey stops: a waiting worker is let go
+    waiter.join(5)
+    assert blocked == [None]
+
+
+def test_a_first_survey_starts_the_compile_heavy_families_first():
+    # No timing hints: the shipped cold costs (compile_cost.py) order the work.
+    tasks = [("abs", ["2d-f32"]), ("addmm", ["2d-f32"]), ("mm", ["2d-f32"]), ("neg", ["2d-f32"]), ("mm.out", ["1d-f32"])]
+    ordered, slow = history.slow_first(tasks, {})
+    assert ordered == [("mm", ["2d-f32"]), ("mm.out", ["1d-f32"]), ("addmm", ["2d-f32"]), ("abs", ["2d-f32"]),
+                       ("neg", ["2d-f32"])]
+    assert slow == 3
+    # A measured time wins over the prediction (a warm cache: mm took 0.2 s)
+    ordered, slow = history.slow_first(tasks, {("mm", "2d-f32"): 0.2, ("abs", "2d-f32"): 3.0})
+    assert ordered[:3] == [("mm.out", ["1d-f32"]), ("abs", ["2d-f32"]), ("addmm", ["2d-f32"])] and slow == 3
 
 
 def test_census_of_the_default_schedule_equals_the_per_overload_reference(tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from flagos_doctor import output
 from flagos_doctor.compare.diff import COMPARE_SCHEMA, case_text
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, code
+from flagos_doctor.results import groups
 from flagos_doctor.results.groups import overloads_named
 
 INLINE_MAX = 10
@@ -76,9 +77,10 @@ def render_into(page: Page, comparison: dict, heading_level: int = 2, base_prior
     if comparison.get("flaky_only"):
         out.append(f"- the runs differ only in cases either side marks FLAKY ({len(comparison['cases_changed'])})")
     failures = comparison.get("failure_groups") or []
-    if failures:
+    counted = groups.counted(failures)  # as the survey's summary: not INVALID_CASE, UNVERIFIABLE, FLAKY
+    if counted:
         out.append("- largest causes of failure:")
-        out += [f"  - {_cell(headline(g))}" for g in failures[:HEADLINES]]
+        out += [f"  - {_cell(headline(g))}" for g in counted[:HEADLINES]]
     page.add(out + [""], p)
 
     changes = comparison.get("change_groups") or []

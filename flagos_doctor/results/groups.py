@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from flagos_doctor.results.model import PASS, WRONG
+from flagos_doctor.results.model import NO_SCHEMA, NOT_COUNTED, PASS, WRONG
 
 #: How many example cases a group keeps with their full detail.
 EXAMPLES = 3
@@ -104,6 +104,17 @@ def failure_groups(overloads: dict) -> list[dict]:
             if len(group["examples"]) < EXAMPLES:
                 group["examples"].append({"overload": name, "profile": case.get("profile"), "detail": case.get("detail")})
     return sorted(found.values(), key=lambda g: (-g["cases"], g["status"], g["signature"]))
+
+
+#: Statuses whose groups are not failures of the stack: the verdicts do not count them
+#: (INVALID_CASE, UNVERIFIABLE, FLAKY) or they are no case of a kernel (NO_SCHEMA). Lists
+#: of "failures" (the survey's summary, the compare's largest causes) leave them out.
+NOT_FAILURES = NOT_COUNTED + (NO_SCHEMA,)
+
+
+def counted(found: list[dict]) -> list[dict]:
+    """The groups of ``found`` whose status the verdicts count as a failure, in order."""
+    return [group for group in found if group["status"] not in NOT_FAILURES]
 
 
 def overloads_named(members: list, limit: int = 3, quote=str) -> str:

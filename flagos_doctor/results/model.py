@@ -9,7 +9,11 @@ import re
 #: 4: every passing case is run a second time in its process (see child/engine.py, step 5).
 #: 5: a case that failed in every run, in more than one way, is a failure, not FLAKY
 #: (confirm.settle).
-HARNESS_VERSION = "flagos-doctor-survey/5"
+#: 6: compiling and autotuning do not count toward --timeout (case_clock.py); a sticky
+#: device error left by an earlier case of the worker is traced to it (replay.py): the
+#: innocent case is what its fresh runs say, the culprit an ERROR; a timeout spent
+#: compiling or an error another case left behind is never FLAKY.
+HARNESS_VERSION = "flagos-doctor-survey/6"
 
 RESULTS_SCHEMA = "flagos-doctor/survey/1"
 
@@ -25,7 +29,9 @@ UNVERIFIABLE = "UNVERIFIABLE"  # no reference can judge it (reason in detail)
 CRASH = "CRASH"  # the worker died on a signal while running this case
 TIMEOUT = "TIMEOUT"  # the case ran past --timeout; its worker was replaced
 NO_SCHEMA = "NO_SCHEMA"  # the installed torch has no such overload (overload-level)
-FLAKY = "FLAKY"  # run again, the case gave differing outcomes (they are in "repeats")
+#: run again under the same conditions, the case gave differing outcomes (they are in
+#: "repeats"); never a timeout spent compiling nor an error another case left behind
+FLAKY = "FLAKY"
 
 CASE_STATUSES = (PASS, WRONG, ERROR, MISSING_FUNCTION, INVALID_CASE, UNVERIFIABLE, CRASH, TIMEOUT, FLAKY, NO_SCHEMA)
 #: Statuses that do not count towards a verdict: upstream's two, and FLAKY (neither a pass

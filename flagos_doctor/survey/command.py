@@ -29,7 +29,7 @@ from flagos_doctor.options import SurveyOptions
 from flagos_doctor import output  # progress and results register the survey's views
 from flagos_doctor.store import Store, safe_name
 from flagos_doctor.results import comparable, document as results, model
-from flagos_doctor.survey import confirm, history, pool as pool_module, progress, provenance, routes, sizing
+from flagos_doctor.survey import confirm, history, pool as pool_module, progress, provenance, replay, routes, sizing
 from flagos_doctor.survey.journal import Journal
 from flagos_doctor.results.verdicts import verdict as verdict_of
 
@@ -295,7 +295,7 @@ def _start(survey: Survey) -> None:
                        [profile.name for profile in survey.spec.profiles], task_size)
     hints, sources = _timing_hints(options, journal, survey.given_hints)
     survey.tasks, survey.slow = history.slow_first(tasks, hints)
-    provenance.ordering(survey.this_run, sources, survey.slow, survey.tasks)
+    provenance.ordering(survey.this_run, sources, survey.slow, survey.tasks, hints)
 
 
 def _run_tasks(survey: Survey) -> None:
@@ -405,6 +405,7 @@ def _confirm(survey: Survey) -> bool:
     label = survey.first.ready.get("baseline") if options.baseline == "native" else None
     survey.provenance["baseline"] = label
     pending = confirm.to_repeat(journal.finished, options.repeats) + (confirm.to_baseline(journal.finished) if label else [])
+    pending += replay.suspects(journal.finished)  # a replay cut short by a stop runs on resume
     if not pending:
         return False
 

@@ -35,6 +35,7 @@ import dataclasses
 import time
 
 from flagos_doctor.results import model
+from flagos_doctor.survey import replay
 from flagos_doctor.survey.pool import Pool, WorkerConfig
 
 #: Keys of a repeat's record kept beside its status (the first run's details stay on the case).
@@ -109,12 +110,19 @@ def _apply_repeat(pairs: list[tuple[str, dict]], found: dict, figures: dict) -> 
         progressed = True
         statuses = case.setdefault("repeats", [case["status"]])
         statuses.append(record["status"])
-        case.setdefault("repeat_details", []).append({k: record[k] for k in _KEPT if k in record})
-        settled = settle(statuses)
+        kept = {k: record[k] for k in _KEPT if k in record}
+        if stopped_compiling(record["status"], record):  # what settle needs of it, not its seconds
+            kept["stopped_in"] = record["spent"]["stopped_in"]
+        case.setdefault("repeat_details", []).append(kept)
+        runs = [case] + case["repeat_details"]  # each run's record (the first: the case's own keys)
+        settled = settle(statuses, [i for i, run in enumerate(runs) if stopped_compiling(statuses[i], run)])
         if settled == case["status"]:
             continue
         if settled == model.FLAKY:
             figures["flaky"] += 1
+        elif settled == model.PASS:  # every run but those the compile cap stopped passed
+            case.setdefault("first_run", {"status": statuses[0], "detail": case.get("detail", "")})
+            case["detail"] = ""
         else:
             # Failing every time, in more than one way: a failure, under the way it failed most.
             if "first_run" not in case:  # counted once a case, when it leaves its first status
@@ -126,11 +134,24 @@ def _apply_repeat(pairs: list[tuple[str, dict]], found: dict, figures: dict) -> 
     return progressed
 
 
-def settle(statuses: list[str]) -> str:
+def stopped_compiling(status: str, run: dict) -> bool:
+    """A run (``status``, its record) that was a TIMEOUT stopped by the compile cap while
+    Triton compiled or autotuned (:mod:`.case_clock`): the compiler's time, not an answer
+    of the kernel's."""
+    where = run.get("stopped_in") or (run.get("spent") or {}).get("stopped_in")  # a repeat keeps only stopped_in
+    return status == model.TIMEOUT and where in ("compile", "autotune")
+
+
+def settle(statuses: list[str], excused: list[int] = ()) -> str:
     """A case's status from all its runs' (the survey's first): FLAKY when it passed in some
     run and failed in another; when every run failed, the way it failed most often (ties
     in the order of ``model.FAILURES``), so a case that is WRONG once and ERROR twice (a
-    flag_gems 4.2.0 kernel on Triton 3.6) is a failure in every run, not FLAKY."""
+    flag_gems 4.2.0 kernel on Triton 3.6) is a failure in every run, not FLAKY.
+
+    The runs at ``excused`` (a TIMEOUT spent compiling: :func:`stopped_compiling`) say
+    nothing of the stack and are left out while another run remains (harness 6): a timeout
+    spent compiling is never FLAKY."""
+    statuses = [status for index, status in enumerate(statuses) if index not in set(excused)] or statuses
     if len(set(statuses)) == 1:
         return statuses[0]
     if not all(status in model.FAILURES for status in statuses):
@@ -291,6 +312,10 @@ def confirm(config: WorkerConfig, workers: int, finished: dict[str, list[dict]],
     shares_first = min(len(passes), max(1, workers))
     _run_concurrently(passes, workers, note, ended, starting)
     done: dict = {"repeats": rep_figures}
+    if replay.suspects(finished):  # FLAKY by a sticky error: left by an earlier case of its worker?
+        done["replay"] = replay.trace(config, finished, note)
+        if save:
+            save()
     if baseline_label:
         done["baseline"] = {"label": baseline_label, **base_figures}
     done["passes"] = {"count": len(passes), "at_once": shares_first if passes else 0, "workers": workers}

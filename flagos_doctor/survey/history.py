@@ -24,6 +24,7 @@ import os
 
 from flagos_doctor.results.comparable import SAME_WORK
 from flagos_doctor.store import Store
+from flagos_doctor.survey import compile_cost
 
 #: Cases that took at least this long last time are handed out first, slowest first;
 #: the rest keep the route-set order.
@@ -102,10 +103,26 @@ def task_seconds(task: tuple, hints: dict[tuple[str, str], float]) -> float:
     return sum(hints.get((name, profile), 0.0) for profile in profiles)
 
 
+def hinted(task: tuple, hints: dict[tuple[str, str], float]) -> bool:
+    """Whether an earlier run timed any case of ``task``."""
+    name, profiles = task
+    if profiles is None:
+        return any(overload == name for overload, _ in hints)
+    return any((name, profile) in hints for profile in profiles)
+
+
 def slow_first(tasks: list[tuple], hints: dict[tuple[str, str], float]) -> tuple[list[tuple], int]:
     """``tasks`` with those that took SLOW_CASE_SECONDS or more last time first, slowest
-    first, the others after them in their own order; and how many went first."""
-    cost = [task_seconds(task, hints) if hints else 0.0 for task in tasks]
+    first, the others after them in their own order; and how many went first.
+
+    A task no earlier run timed costs what :func:`.compile_cost.predicted` says its family
+    costs on a cold cache: a first survey, with no history, starts its long poles first."""
+    cost = [task_seconds(task, hints) if hinted(task, hints) else compile_cost.predicted(task) for task in tasks]
     slow = sorted((i for i, c in enumerate(cost) if c >= SLOW_CASE_SECONDS), key=lambda i: cost[i], reverse=True)
     chosen = set(slow)
     return [tasks[i] for i in slow] + [t for i, t in enumerate(tasks) if i not in chosen], len(slow)
+
+
+def predicted_count(tasks: list[tuple], hints: dict[tuple[str, str], float]) -> int:
+    """How many of ``tasks`` were put first by their predicted cold cost, not a timing hint."""
+    return sum(1 for task in tasks if not hinted(task, hints))

@@ -27,6 +27,7 @@ from flagos_doctor import stacks
 from flagos_doctor.stacks import evidence
 from flagos_doctor.results import model
 from flagos_doctor.survey import scratch
+from flagos_doctor.survey.case_clock import CaseClock, compile_cap
 from flagos_doctor.survey.schedule import Schedule
 
 WORKER_MODULE = "flagos_doctor.survey.child.worker"
@@ -63,6 +64,7 @@ class WorkerConfig:
     native_route: str | None = None
     shared_autotune: bool = True
     full_autotune: bool = False  # Triton's own timing budget per configuration (child/autotune_timing.py)
+    compile_cap: float | None = None  # seconds of compiling a case may wait on; None: case_clock.compile_cap(timeout)
 
     def autotune_timing(self) -> dict:
         """How the workers' autotuners time each configuration, and who chose it."""
@@ -120,6 +122,11 @@ class WorkerProcess:
         self.config = config
         self.slot = slot
         self.capture = os.path.join(config.scratch, f"worker-{slot}-{number}.log")
+        #: Names this worker in its case records (``worker``, with ``worker_order``, the
+        #: case's place among those it started): a sticky device error is traced through
+        #: the cases a worker ran before it (:mod:`.replay`).
+        self.id = f"{os.getpid():x}-{number}-{int(time.time()) % 100000:05d}"
+        self.cases_started = 0
         clock = time.monotonic()
         env = config.env(slot)
         # Every text from the stack (exception messages, stderr tails, paths) is scrubbed
@@ -177,20 +184,28 @@ class WorkerProcess:
         report = self._scrubbing(report)
         in_flight = None
         self._offset = 0
-        self._case_clock = time.monotonic()
+        cap = self.config.compile_cap if self.config.compile_cap is not None else compile_cap(self.config.timeout)
+        self._clock = CaseClock(self.config.timeout, cap)
         try:
             self.child.send({"op": "overload", "name": name, "profiles": profiles})
             while True:
-                record = self.child.recv(self.config.timeout)
+                # Between cases the limit is --timeout from the last record; during a case,
+                # its clock's (compiling and autotuning not counted: case_clock.py).
+                record = self.child.recv(self._clock.remaining() if in_flight is not None else self.config.timeout)
                 kind = record.get("record")
                 if kind == "start":
                     in_flight = record["profile"]
                     self._offset = int(record.get("offset") or 0)
-                    self._case_clock = time.monotonic()
+                    self._clock = CaseClock(self.config.timeout, cap)
+                    self.cases_started += 1
                     report(Event("start", name, {"profile": in_flight}))
+                elif kind == "wait":
+                    if in_flight is not None:
+                        self._clock.wait(str(record.get("what")), bool(record.get("begin")))
                 elif kind == "case":
                     in_flight = None
                     case = {k: v for k, v in record.items() if k not in ("record", "overload")}
+                    case.update(self._ran_in())
                     report(Event("case", name, case))
                     if case.get("poison"):
                         self.close()
@@ -206,8 +221,9 @@ class WorkerProcess:
             if in_flight is None:
                 self.close()
                 return "idle"
-            detail = f"no result within {self.config.timeout:g}s; worker killed"
-            report(Event("case", name, self._ended_case(name, in_flight, model.TIMEOUT, detail)))
+            case = self._ended_case(name, in_flight, model.TIMEOUT, self._clock.timeout_detail())
+            case["spent"] = self._clock.spent()
+            report(Event("case", name, case))
             self.close()
             return "ended"
         except ChildEnded as exc:
@@ -234,12 +250,17 @@ class WorkerProcess:
             route, _ = evidence.route_of(name, *evidence.counts_from_log(text, self.config.backend))
         rest = evidence.strip_evidence(text).strip()
         case = {"profile": profile, "status": status, "route": route, "detail": detail,
-                "seconds": round(time.monotonic() - self._case_clock, 4)}  # till the crash or the timeout
+                "seconds": round(time.monotonic() - self._clock.started, 4),  # till the crash or the timeout
+                **self._ran_in()}
         if signal:
             case["signal"] = signal
         if rest:
             case["stderr_tail"] = tail_text(rest.encode(), 20, 1500)
         return case
+
+    def _ran_in(self) -> dict:
+        """Which worker ran the case in flight, and its place among that worker's cases."""
+        return {"worker": self.id, "worker_order": self.cases_started}
 
     def captured_since(self, offset: int) -> str:
         try:
@@ -364,6 +385,7 @@ class Pool:
     def stop(self) -> None:
         """Stop handing out overloads and kill every live worker."""
         self._stop.set()
+        self._tasks.close()  # slots waiting for a compile group stop waiting
         self._tasks_ready.set()  # prestarted slots stop waiting
         with self._live_lock:
             live = list(self._live.values())

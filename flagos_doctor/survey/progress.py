@@ -114,6 +114,11 @@ def show_summary(document: dict, console, output: str | None = None) -> None:
     ]
     for name, case in bad[:10]:
         why = case.get("signal") or case.get("poison") or case["detail"]
+        culprit = case.get("poisoned_by")
+        if culprit:  # its first run's sticky error was another case's (survey/replay.py)
+            by = (f"{culprit['overload']} [{culprit['profile']}]" if culprit.get("overload")
+                  else f"{culprit.get('cases')} earlier cases together")
+            why = f"{why} in its first run, left there by {by} (replayed)"
         console.print(f"[red]{case['status']}[/] {name} [{case['profile']}]: {why}")
     if len(bad) > 10:
         console.print(f"[red]... and {len(bad) - 10} more crash/timeout/poison cases")
@@ -123,8 +128,6 @@ def show_summary(document: dict, console, output: str | None = None) -> None:
 
 #: Failure groups the summary shows; the results JSON keeps them all, with every member.
 SUMMARY_GROUPS = 8
-#: Statuses the summary counts in one line instead of listing them as failures.
-_NOT_FAILURES = model.NOT_COUNTED + (model.NO_SCHEMA,)
 
 
 def _render_groups(document: dict, console) -> None:
@@ -141,7 +144,7 @@ def _render_groups(document: dict, console) -> None:
     found = document.get("failure_groups")
     if found is None:
         found = groups.failure_groups(document.get("overloads") or {})
-    failing = [group for group in found if group["status"] not in _NOT_FAILURES]
+    failing = groups.counted(found)
     if failing:
         console.print(f"[bold]failures by cause[/] ({len(failing)} groups)")
     for group in failing[:SUMMARY_GROUPS]:
@@ -149,7 +152,7 @@ def _render_groups(document: dict, console) -> None:
                       highlight=False)
     if len(failing) > SUMMARY_GROUPS:
         console.print(f"  [dim]… {len(failing) - SUMMARY_GROUPS} more groups (failure_groups in the results JSON)[/]")
-    uncounted = [group for group in found if group["status"] in _NOT_FAILURES]
+    uncounted = [group for group in found if group["status"] in groups.NOT_FAILURES]
     if uncounted:
         cases: dict = {}
         for group in uncounted:

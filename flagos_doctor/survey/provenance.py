@@ -20,6 +20,7 @@ import time
 
 from flagos_doctor import stacks
 from flagos_doctor.results import document as results, model
+from flagos_doctor.survey import history
 
 
 def setup_record(options, route_set, spec, spec_dict: dict) -> dict:
@@ -72,14 +73,16 @@ def this_run(options, choice, config, workers, started: str, selected: int, task
     return run
 
 
-def ordering(run: dict, sources: list[dict], slow: int, tasks: list[tuple]) -> None:
-    """Record in ``run`` where the case times that order its tasks came from, and the slow first."""
+def ordering(run: dict, sources: list[dict], slow: int, tasks: list[tuple], hints: dict) -> None:
+    """Record in ``run`` where the case times that order its tasks came from, and the slow
+    first (``predicted``: how many of them went first on their family's cold cost alone)."""
     if sources:
         run["hints"] = sources
     if slow:
         run["slow_first"] = {
             "hints": [source["path"] for source in sources], "tasks": slow,
             "first": [name + ("/" + ",".join(profiles) if profiles else "") for name, profiles in tasks[:min(slow, 10)]],
+            "predicted": history.predicted_count(tasks[:slow], hints),
         }
 
 

@@ -14,7 +14,9 @@ Requests and the records they produce::
     {"op": "list"} -> {"record": "registered", "overloads"}
     {"op": "overload", "name", "profiles": [...] | null}
         -> {"record": "no_schema", "detail"} | {"record": "profiles", "profiles"},
-           then per case {"record": "start", "profile"} and {"record": "case", ...},
+           then per case {"record": "start", "profile"}, any {"record": "wait", "what",
+           "begin", ("seconds")} (Triton compiling or autotuning: child/compile_wait.py),
+           and {"record": "case", ...},
            then {"record": "done"}; after a poisoned case the worker exits instead.
 """
 
@@ -90,6 +92,7 @@ class Worker:
         self.capture = None
         self.backend = "flagos_python"
         self.triton_times = None  # compile and autotune figures per case, when the stack loaded Triton
+        self.compile_wait = None  # announces compile / autotune waits, which --timeout does not count
 
     # -- init ---------------------------------------------------------------------------
     def init(self, request: dict) -> bool:
@@ -124,6 +127,10 @@ class Worker:
         timing = autotune_timing.install(request.get("autotune_timing") or "short")
         times = TritonTimes()
         self.triton_times = times if times.install() else None
+        from flagos_doctor.survey.child.compile_wait import CompileWait
+
+        wait = CompileWait(self.channel.emit)
+        self.compile_wait = wait if wait.install() else None
         found = provenance(self.stack, device)
         found["autotune_timing"] = timing
         if self.triton_times is not None:  # how the cases' autotune figures were taken (triton_timing.py)
@@ -162,11 +169,16 @@ class Worker:
         clock = time.perf_counter()
         triton_before = self.triton_times.snapshot() if self.triton_times else None
         before = self.stack.begin_case()
+        if self.compile_wait is not None:
+            self.compile_wait.case(True)
         try:
             outcome = self.runner.run_case(name, profile)
             status, detail = outcome["status"], outcome.get("detail", "")
         except Exception as exc:  # the contract says never; a bug of the engine is still a case
             status, detail = model.ERROR, f"harness: {type(exc).__name__}: {exc}"
+        finally:
+            if self.compile_wait is not None:
+                self.compile_wait.case(False)
         captured = self.capture.since(offset) if self.capture else ""
         route, note = self.stack.evidence(name, before, captured, self.backend)
         if status in (model.INVALID_CASE, model.UNVERIFIABLE, model.NO_SCHEMA) and route == model.ROUTE_UNKNOWN:

@@ -1,0 +1,125 @@
+"""The survey's own noise is never the stack's verdict (issue 23), on CPU.
+
+Real CLI runs in subprocesses with real workers, on the noise fixture
+(tests/fixtures/noisestack.py): a kernel whose first call really compiles with Triton for
+longer than ``--timeout`` (a pipeline stage that sleeps, seen by Triton's own compile
+listener and ``triton.compiler.compile``), one that compiles and then hangs, and one that
+leaves its process "poisoned" so that the next kernel raises CUDA's illegal memory access.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from conftest import FIXTURES, REPO_ROOT, run_cli
+from flagos_doctor.results import model
+from flagos_doctor.survey.confirm import _apply_repeat, settle
+from flagos_doctor.survey.pool import WorkerConfig, WorkerProcess
+
+NOISE_CONF = os.path.join(FIXTURES, "noise.conf")
+SPEC = os.path.join(FIXTURES, "truth-spec.yaml")  # two profiles: 2d-f32, then 1d-f32
+ENV = {"PYTHONPATH": os.pathsep.join([FIXTURES, REPO_ROOT])}
+
+
+def noise_survey(tmp, name, *args, sleep="4"):
+    """A survey of the noise stack with a fresh Triton cache; (results document, process)."""
+    env = {**ENV, "TRITON_CACHE_DIR": str(tmp / "triton-cache"), "NOISESTACK_COMPILE_SLEEP": sleep}
+    done = run_cli("survey", "--stack", "noisestack", "--conf", NOISE_CONF, "--spec", SPEC, "--no-store",
+                   "-o", f"{name}.json", "--census", f"{name}.census", *args, env=env, cwd=str(tmp))
+    assert done.returncode == 0, done.stderr
+    with open(tmp / f"{name}.json", encoding="utf-8") as handle:
+        return json.load(handle), done
+
+
+def case(doc, name, profile):
+    (found,) = [c for c in doc["overloads"][name]["cases"] if c["profile"] == profile]
+    return found
+
+
+def test_a_kernel_compiling_past_the_timeout_then_running_in_ms_passes(tmp_path):
+    doc, _ = noise_survey(tmp_path, "slow-compile", "--ops", "floor", "--timeout", "2")
+    cases = doc["overloads"]["floor"]["cases"]
+    assert [c["status"] for c in cases] == [model.PASS, model.PASS], cases
+    assert doc["overloads"]["floor"]["verdict"] == model.STRICT
+    # At least one of them compiled for real, for longer than --timeout: Triton's listener says so.
+    compiled = [c for c in cases if (c.get("triton") or {}).get("compiles")]
+    assert compiled and max(c["triton"]["compile_seconds"] for c in compiled) > 4
+    assert max(c["seconds"] for c in compiled) > 2  # the case took longer than the limit
+    assert not any(c.get("repeats") for c in cases)  # nothing failed: nothing ran again
+
+
+def test_a_kernel_that_hangs_after_compiling_is_still_a_timeout_saying_where_its_time_went(tmp_path):
+    doc, _ = noise_survey(tmp_path, "hang", "--ops", "ceil", "--timeout", "3", "--repeats", "0",
+                          "--workers", "1", sleep="2")
+    hang = case(doc, "ceil", "1d-f32")
+    assert hang["status"] == model.TIMEOUT
+    spent = hang["spent"]
+    assert spent["stopped_in"] == "run"
+    assert 2.8 <= spent["run"] < 10, spent  # --timeout of running ...
+    assert hang["seconds"] >= spent["run"] + spent["compile"] - 0.5
+    assert hang["detail"] == "no result within 3s of running; worker killed (where its time went: spent)"
+    assert spent["compile"] >= 2  # it compiled its own kernel first (2 s asleep in the pipeline)
+    assert case(doc, "ceil", "2d-f32")["status"] == model.PASS
+    assert case(doc, "ceil", "2d-f32")["triton"]["compile_seconds"] > 2
+
+
+def test_a_compiler_that_never_finishes_is_stopped_by_the_compile_cap(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", ENV["PYTHONPATH"])
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    monkeypatch.setenv("NOISESTACK_COMPILE_SLEEP", "3600")
+    config = WorkerConfig(python=sys.executable, stack="noisestack", device=None, spec=SPEC, conf=None,
+                          backend="flagos_python", timeout=2, scratch=str(tmp_path), compile_cap=4)
+    worker = WorkerProcess(config, 0)
+    records = []
+    try:
+        assert worker.attempt("floor", ["2d-f32"], records.append) == "ended"
+    finally:
+        worker.close()
+    (stopped,) = [event.data for event in records if event.kind == "case"]
+    assert stopped["status"] == model.TIMEOUT
+    assert stopped["spent"]["stopped_in"] == "compile" and stopped["spent"]["compile"] >= 3.9
+    assert "(the compile cap)" in stopped["detail"]
+
+
+def test_a_case_poisoned_by_an_earlier_case_names_it_and_the_culprit_carries_the_failure(tmp_path):
+    # One worker, in route order (sorted): frac 2d, frac 1d (leaves the process poisoned),
+    # then trunc 2d raises "illegal memory access" and its worker is replaced; trunc 1d
+    # passes in the new one. Run again in fresh workers trunc 2d passes: without the
+    # replay, FLAKY.
+    doc, done = noise_survey(tmp_path, "poison", "--ops", "frac,trunc", "--workers", "1")
+    victim = case(doc, "trunc", "2d-f32")
+    assert victim["first_run"]["status"] == model.ERROR and "illegal memory access" in victim["first_run"]["detail"]
+    assert victim["repeats"] == [model.ERROR, model.PASS, model.PASS]
+    assert victim["status"] == model.PASS  # not blamed, not FLAKY
+    assert victim["poisoned_by"] == {"overload": "frac", "profile": "1d-f32"}
+    assert victim["replay"]["came_back"] is True
+    culprit = case(doc, "frac", "1d-f32")
+    assert culprit["status"] == model.ERROR and culprit["first_run"]["status"] == model.PASS
+    assert culprit["poisoned"] == [["trunc", "2d-f32"]]
+    assert "trunc [2d-f32]" in culprit["detail"] and "illegal memory access" in culprit["detail"]
+    assert case(doc, "frac", "2d-f32")["status"] == model.PASS
+    assert doc["overloads"]["trunc"]["verdict"] == model.STRICT
+    assert doc["overloads"]["frac"]["verdict"] == model.BASIC_ONLY
+    assert model.FLAKY not in doc["summary"]["statuses"]
+    assert doc["provenance"]["runs"][-1]["confirm"]["replay"]["traced"] == 1
+    with open(tmp_path / "poison.census", encoding="utf-8") as handle:
+        census = handle.read()
+    assert "frac\t1d-f32\tERROR\tkernel\n" in census and "trunc\t2d-f32\tPASS\tkernel\n" in census
+    said = " ".join(done.stdout.split())
+    assert "trunc [2d-f32]: illegal memory access in its first run, left there by frac [1d-f32] (replayed)" in said
+
+
+def test_a_timeout_spent_compiling_is_never_flaky():
+    # A run the compile cap stopped (the compiler's time, not the kernel's answer) is left
+    # out of the settling while another run remains; a timeout of running is not.
+    case = {"profile": "2d-f32", "status": model.TIMEOUT, "route": "unknown", "detail": "still compiling ...",
+            "spent": {"compile": 1800.0, "autotune": 0.0, "run": 0.1, "stopped_in": "compile"}}
+    figures = {"flaky": 0}
+    for _ in range(2):
+        assert _apply_repeat([("mm", case)], {("mm", "2d-f32"): {"status": model.PASS, "detail": ""}}, figures)
+    assert case["status"] == model.PASS and case["repeats"] == [model.TIMEOUT, model.PASS, model.PASS]
+    assert case["first_run"] == {"status": model.TIMEOUT, "detail": "still compiling ..."} and figures["flaky"] == 0
+    assert settle([model.TIMEOUT, model.PASS, model.PASS]) == model.FLAKY  # a timeout of running
+    assert settle([model.TIMEOUT, model.TIMEOUT], excused=[0]) == model.TIMEOUT
