@@ -93,7 +93,9 @@ def run_phase(args, phase: str, state: dict, ops: list[str] | None) -> None:
     output = os.path.join(args.state, f"{phase}.results")
     census = os.path.join(args.state, f"{phase}.census")
     cmd = [args.python, "-m", "flagos_doctor", "survey", "--stack", args.stack, "--backend", args.backend,
-           "--timeout", str(args.timeout), "--no-store", "--quiet", "-o", output, "--census", census]
+           "--no-store", "--quiet", "-o", output, "--census", census]
+    if args.timeout is not None:  # else the survey's own default, as a new user runs it
+        cmd += ["--timeout", str(args.timeout)]
     if phase.startswith("reference"):
         # upstream's harness: a process per overload, Triton's own autotuning (its full
         # timing budget, nothing shared between processes)
@@ -301,7 +303,7 @@ def main() -> int:
     parser.add_argument("--hints", metavar="RESULTS.json",
                         help="cold and warm: a results file whose case seconds order the run (the survey's --hints)")
     parser.add_argument("--sample", type=int, default=26, help="overloads of the per-overload reference")
-    parser.add_argument("--timeout", type=float, default=300.0, help="the survey's per-case timeout")
+    parser.add_argument("--timeout", type=float, help="the survey's per-case timeout (default: the survey's own)")
     parser.add_argument("--deadline", type=float, default=520.0, help="seconds a call may run before it stops and keeps its journal")
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--state", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "flagos-survey-full"))
@@ -318,7 +320,7 @@ def main() -> int:
         ops = None
         if args.phase.startswith("reference"):
             if "sample" not in state:
-                all_ops = survey_speed.route_list(argparse.Namespace(**{**vars(args), "timeout": args.timeout}))
+                all_ops = survey_speed.route_list(argparse.Namespace(**{**vars(args), "timeout": args.timeout or 120.0}))
                 state["sample"] = survey_speed.pick(all_ops, args.sample)
             ops = state["sample"]
         run_phase(args, args.phase, state, ops)

@@ -15,7 +15,8 @@ import sys
 
 from conftest import FIXTURES, REPO_ROOT, run_cli
 from flagos_doctor.results import model
-from flagos_doctor.survey.confirm import _apply_repeat, settle
+from flagos_doctor.results.verdicts import settle
+from flagos_doctor.survey.confirm import _apply_repeat
 from flagos_doctor.survey.pool import WorkerConfig, WorkerProcess
 
 NOISE_CONF = os.path.join(FIXTURES, "noise.conf")

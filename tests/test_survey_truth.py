@@ -297,7 +297,7 @@ def test_bad_confirmation_options_are_one_line_exit_2(tmp_path):
 
 
 def test_settle_names_flaky_only_a_case_that_passed_once_and_failed_once():
-    from flagos_doctor.survey.confirm import settle
+    from flagos_doctor.results.verdicts import settle
 
     assert settle([model.WRONG, model.WRONG, model.WRONG]) == model.WRONG
     assert settle([model.WRONG, model.PASS, model.WRONG]) == model.FLAKY

@@ -201,19 +201,19 @@ case "$step" in
     ;;
   full)  # state in $WORK/full survives between calls while the machine stays warm
     export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO
-    python3 benchmarks/survey_full.py "$2" --stack flag_gems --state "$WORK/full" --out "$OUT" \
-      ${WORKERS:+--workers "$WORKERS"} ${DEVICES:+--devices "$DEVICES"} --timeout 300 --deadline "${SURVEY_SECONDS:-480}" \
+    python3 benchmarks/survey_full.py "$2" --stack flag_gems --state "$WORK/${STATE:-full}" --out "$OUT" \
+      ${WORKERS:+--workers "$WORKERS"} ${DEVICES:+--devices "$DEVICES"} ${TIMEOUT:+--timeout "$TIMEOUT"} --deadline "${SURVEY_SECONDS:-480}" \
       ${HINTS:+--hints "$( [ "$HINTS" = 1 ] && echo surveys/results/flag_gems-5.0.2-h200.json || echo "$HINTS" )"}
     echo "full $2 exit: $?"
-    cp "$WORK/full/state.json" "$OUT/survey-full-state.json" 2>/dev/null
+    cp "$WORK/${STATE:-full}/state.json" "$OUT/survey-full-state.json" 2>/dev/null
     # The phase's results and census: cold is also the committed flag_gems survey (issue 14),
     # warm its second run (census byte-identical?).
     for name in results census; do
-      cp "$WORK/full/$2.$name" "$OUT/survey-full-$2.$name" 2>/dev/null
-      cp "$WORK/full/$2.$name.journal" "$OUT/survey-full-$2.$name.journal" 2>/dev/null
+      cp "$WORK/${STATE:-full}/$2.$name" "$OUT/survey-full-$2.$name" 2>/dev/null
+      cp "$WORK/${STATE:-full}/$2.$name.journal" "$OUT/survey-full-$2.$name.journal" 2>/dev/null
     done
     if [ "$2" = warm ]; then  # (an if: a bare test would be the step's exit status)
-      cmp "$WORK/full/cold.census" "$WORK/full/warm.census" && echo "census byte-identical to cold: yes"
+      cmp "$WORK/${STATE:-full}/cold.census" "$WORK/${STATE:-full}/warm.census" && echo "census byte-identical to cold: yes"
     fi
     ;;
   torch_fl)

@@ -8,7 +8,7 @@ import re
 #: files of another harness version are not comparable.
 #: 4: every passing case is run a second time in its process (see child/engine.py, step 5).
 #: 5: a case that failed in every run, in more than one way, is a failure, not FLAKY
-#: (confirm.settle).
+#: (verdicts.settle).
 #: 6: compiling and autotuning do not count toward --timeout (case_clock.py); a sticky
 #: device error left by an earlier case of the worker is traced to it (replay.py): the
 #: innocent case is what its fresh runs say, the culprit an ERROR; a timeout spent

@@ -35,6 +35,7 @@ import dataclasses
 import time
 
 from flagos_doctor.results import model
+from flagos_doctor.results.verdicts import settle
 from flagos_doctor.survey import replay
 from flagos_doctor.survey.pool import Pool, WorkerConfig
 
@@ -142,21 +143,6 @@ def stopped_compiling(status: str, run: dict) -> bool:
     return status == model.TIMEOUT and where in ("compile", "autotune")
 
 
-def settle(statuses: list[str], excused: list[int] = ()) -> str:
-    """A case's status from all its runs' (the survey's first): FLAKY when it passed in some
-    run and failed in another; when every run failed, the way it failed most often (ties
-    in the order of ``model.FAILURES``), so a case that is WRONG once and ERROR twice (a
-    flag_gems 4.2.0 kernel on Triton 3.6) is a failure in every run, not FLAKY.
-
-    The runs at ``excused`` (a TIMEOUT spent compiling: :func:`stopped_compiling`) say
-    nothing of the stack and are left out while another run remains (harness 6): a timeout
-    spent compiling is never FLAKY."""
-    statuses = [status for index, status in enumerate(statuses) if index not in set(excused)] or statuses
-    if len(set(statuses)) == 1:
-        return statuses[0]
-    if not all(status in model.FAILURES for status in statuses):
-        return model.FLAKY
-    return max(model.FAILURES, key=lambda status: (statuses.count(status), -model.FAILURES.index(status)))
 
 
 def _apply_baseline(pairs: list[tuple[str, dict]], found: dict, figures: dict) -> None:

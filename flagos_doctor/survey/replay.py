@@ -15,7 +15,7 @@ that still brings the error back, the later half tried first) to one case, and c
 that case alone, run before the suspect, brings it back. Then:
 
 * the suspect is not the stack's failure: its status is what its runs in fresh workers
-  said (:func:`flagos_doctor.survey.confirm.settle` of its repeats, PASS when they passed),
+  said (:func:`flagos_doctor.results.verdicts.settle` of its repeats, PASS when they passed),
   it keeps its first run in ``first_run`` and names the case in ``poisoned_by``
   {overload, profile} (``{"overload": null, "cases": n}`` when the error came back only
   with several earlier cases together);
@@ -37,6 +37,7 @@ import dataclasses
 import shutil
 
 from flagos_doctor.results import model
+from flagos_doctor.results.verdicts import settle
 from flagos_doctor.survey import scratch
 from flagos_doctor.survey.pool import StackFailed, WorkerConfig, WorkerProcess
 
@@ -113,7 +114,6 @@ def trace(config: WorkerConfig, finished: dict[str, list[dict]], note=None) -> d
     """Trace every suspect of ``finished`` (edited in place); the figures for the run's
     ``confirm.replay``: {suspects, traced, untraced (came back only with several cases),
     not_reproduced, runs}."""
-    from flagos_doctor.survey.confirm import settle  # confirm calls trace: imported when used
 
     figures = {"suspects": 0, "traced": 0, "untraced": 0, "not_reproduced": 0, "runs": 0}
     for name, case in suspects(finished):
