@@ -120,3 +120,16 @@ class MatrixOptions:
     markdown_path: str | None = None
     max_chars: int = 60_000
     quiet: bool = False
+
+
+@dataclass
+class ExplainOptions:
+    command: list[str] = field(default_factory=list)  # CMD [ARGS...], after --
+    stack: str | None = None  # names the stack's code (phases); None: the default-stack rule
+    python: str = sys.executable  # runs CMD when it is `python ...`; its folder holds console scripts
+    watch: list[str] = field(default_factory=list)
+    watch_file: str | None = None
+    json_path: str | None = None  # a PATH: stdout is the program's
+    markdown_path: str | None = None
+    max_chars: int = 60_000
+    quiet: bool = False

@@ -35,6 +35,8 @@ TERMINAL = "terminal"
 #: (``STDOUT``) or stderr (``STDOUT_ELSE_STDERR``); ``None`` shows none.
 STDOUT = "stdout"
 STDOUT_ELSE_STDERR = "stdout-else-stderr"
+#: ... or always stderr: where stdout belongs to someone else (``explain``'s program).
+STDERR = "stderr"
 
 
 #: Registered for every schema (the JSON view).
@@ -117,7 +119,7 @@ def emit(document: dict, to: dict[str, str | None], terminal: str | None = None,
          options: dict[str, dict] | None = None) -> None:
     """Write ``document`` in each format of ``to`` (format -> PATH, ``-`` or None for none),
     in that order, then show its terminal view as ``terminal`` says (:data:`STDOUT`,
-    :data:`STDOUT_ELSE_STDERR` or None). ``options`` are each format's view options
+    :data:`STDOUT_ELSE_STDERR`, :data:`STDERR` or None). ``options`` are each format's view options
     (``{"markdown": page(...), "terminal": {"show_all": True}}``)."""
     options = options or {}
     took_stdout = False
@@ -130,10 +132,11 @@ def emit(document: dict, to: dict[str, str | None], terminal: str | None = None,
     from flagos_doctor.console import output_console
 
     shown = view(document, TERMINAL)
-    shown.function(document, output_console(stderr=took_stdout, **shown.console), **options.get(TERMINAL, {}))
+    shown.function(document, output_console(stderr=took_stdout or terminal == STDERR, **shown.console),
+                   **options.get(TERMINAL, {}))
 
 
 register(ANY_SCHEMA, "json")(files.dump_json)
 
 __all__ = ["register", "render", "show", "plain", "emit", "as_written", "page", "write", "STDOUT",
-           "STDOUT_ELSE_STDERR", "TERMINAL", "DEFAULT_MAX_CHARS"]
+           "STDOUT_ELSE_STDERR", "STDERR", "TERMINAL", "DEFAULT_MAX_CHARS"]
