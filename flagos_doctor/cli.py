@@ -237,7 +237,8 @@ def survey(
         "  flagos-doctor report > issue.md\n\n"
         "  flagos-doctor report --stack torch_fl --survey after.json --json bundle.json\n\n"
         "  flagos-doctor report --compare before.json after.json\n\n"
-        "  flagos-doctor report --compare flag_gems-4.2.0 flag_gems-5.0.2 --force --max-chars 60000"
+        "  flagos-doctor report --compare flag_gems-4.2.0 flag_gems-5.0.2 --force --max-chars 60000\n\n"
+        "  flagos-doctor report --explain why.json   # with `explain --json why.json -- CMD`"
     )
 )
 def report(
@@ -253,13 +254,14 @@ def report(
     max_chars: int = typer.Option(MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
     timeout: float = typer.Option(120.0, callback=_seconds, help="Seconds for the probe child."),
     torch_fl_commit: Optional[str] = typer.Option(None, metavar="SHA", help=TORCH_FL_COMMIT_HELP),
+    explain: Optional[str] = typer.Option(None, "--explain", metavar="RESULT.json", help="Attach an `explain --json` document: why your program failed."),
 ):
     """Markdown for a GitHub bug issue: environment, runtime configuration, probe findings."""
     options = opts.ReportOptions(
         python=python, stack=stack, imports=list(imports), survey=survey_path, compare=compare,
         store=store, json_path=json_path, markdown_path=markdown_path, timeout=timeout,
         torch_fl_commit=torch_fl_commit, force=force,
-        max_chars=max_chars,
+        max_chars=max_chars, explain=explain,
     )
     with one_line_errors():
         from flagos_doctor.report import command

@@ -92,6 +92,7 @@ class ReportOptions:
     torch_fl_commit: str | None = None  # provenance for a torch_fl build that records none
     force: bool = False  # attach a comparison of runs that are not comparable
     max_chars: int = 60_000
+    explain: str | None = None  # an `explain --json` document to attach
 
 
 @dataclass

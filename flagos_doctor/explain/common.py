@@ -46,6 +46,10 @@ def tests_text(document: dict) -> str | None:
 
 
 def no_cause_text(document: dict) -> str:
+    """What a failure without a cause says (with the run's count of such reads, where the
+    document still holds its events: ``report`` keeps only their count)."""
+    text = "no cause found: no read of a redirected or replaced probe on its path"
+    if "events" not in document:
+        return text
     reads = sum(1 for e in document["events"] if e["kind"] == "read" and e.get("saw"))
-    return (f"no cause found: no read of a redirected or replaced probe on its path "
-            f"({reads} such read{'s' if reads != 1 else ''} recorded in the run)")
+    return f"{text} ({reads} such read{'s' if reads != 1 else ''} recorded in the run)"
