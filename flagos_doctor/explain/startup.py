@@ -49,6 +49,11 @@ class Watch:
         probes = list(dict.fromkeys(watch.DEFAULT_PROBES + config.get("probes", [])))
         env = list(dict.fromkeys(watch.DEFAULT_ENV + config.get("env", [])))
         self.tracer = tracing.Tracer(self.channel.emit, probes, env)
+        # sys.path[0] (the script's folder, or the working folder for -m and -c) is put
+        # there after sitecustomize runs; files under it are named relative to it.
+        first = program_folder()
+        if first not in self.tracer.sys_paths:
+            self.tracer.sys_paths = sorted([*self.tracer.sys_paths, first], key=len, reverse=True)
         self.tracer.install()
         self.tracer.emit({
             "record": "hello", "python": sys.version.split()[0], "executable": sys.executable,
@@ -97,6 +102,14 @@ def frames(tracer, tb) -> list[dict]:
     if len(out) > MAX_FRAMES:
         out = out[:10] + out[-(MAX_FRAMES - 10):]
     return out
+
+
+def program_folder() -> str:
+    """What Python will put first on ``sys.path``: the script's folder, or the working folder."""
+    argv = getattr(sys, "argv", None) or [""]
+    if argv[0] and argv[0] not in ("-c", "-m") and os.path.exists(argv[0]):
+        return os.path.dirname(os.path.realpath(argv[0]))
+    return os.getcwd()
 
 
 def stack_dirs(stack: str | None) -> list[str]:
