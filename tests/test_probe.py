@@ -87,7 +87,10 @@ def test_seed_bug_is_a_stale_guard_naming_guard_and_redirecting_writer(seedbug):
         f"seedbug/__init__.py:_alias_cuda_to_flagos read torch.cuda.is_available at line {guard_line} after "
         f"seedbug/compat.py:_patch_native_cuda_probe (line {redirect[0]['where']['line']}) had redirected it"
     )
-    assert "answers True" in stale["message"] and "returned early" in stale["message"]
+    assert "answers True" in stale["message"]
+    # The branch as it happened, read from the source: the guard's `if` took its `return`.
+    assert (f"so it took the branch of `if torch.cuda.is_available():` (line {guard_line}) and returned "
+            f"(line {guard_line + 1}: `return`)") in stale["message"]
     assert {redirect[0]["seq"], read["seq"]} <= set(stale["events"])
 
 
@@ -255,11 +258,14 @@ def demo(tmp_path_factory):
     return result, document, (folder / "probe.md").read_text()
 
 
-def test_demo_probe_is_healthy(demo):
+def test_demo_probe_imports_healthy_and_its_compile_failure_has_one_cause(demo):
     result, document, _ = demo
-    assert result.returncode == 0, result.stdout + result.stderr
+    # The import is healthy (the alias guard reads the saved original); the compile step fails on
+    # CPU torch because dynamo reads the redirected probe: one error, the failure's cause.
+    assert result.returncode == 1, result.stdout + result.stderr
     assert document["outcome"] == "ok"
-    assert not [f for f in document["findings"] if f["severity"] == "error"]
+    assert [f["kind"] for f in document["findings"] if f["severity"] == "error"] == ["failure-cause"]
+    assert document["findings"][0]["kind"] == "failure-cause"
     assert document["facts"]["cuda_maps_to"]["repr"] == "'flagos'"
     assert document["phases"][:2] == ["import flagos_doctor.demo", "exercise: torch.flagos.current_device()"]
     writes = [(e["probe"], e["where"]["function"]) for e in events(document, kind="write")]
@@ -274,6 +280,28 @@ def test_demo_probe_is_healthy(demo):
     compiled = next(o for o in document["outcomes"] if o["step"].startswith("exercise: torch.compile"))
     assert "ok" in compiled  # recorded either way; the document says which
     assert "Steps" in result.stdout and "Findings" in result.stdout and "Traceback" not in result.stderr
+
+
+def test_demo_compile_failure_is_explained_by_dynamo_reading_the_redirected_probe(demo):
+    from test_probe_causes import DEMO, package_file, source_line
+
+    _, document, _ = demo
+    (cause,) = findings(document, "failure-cause")
+    dynamo = source_line(package_file("torch", "_dynamo/convert_frame.py"), "if torch.cuda.is_available():",
+                         after="def preserve_global_state")
+    redirect = source_line(DEMO, "torch.cuda.is_available = torch.flagos.is_available", after="def _alias_cuda_to_flagos")
+    assert cause["message"].startswith("torch.compile(fn, fullgraph=True) failed: AssertionError: Torch not compiled "
+                                       "with CUDA enabled in torch/cuda/__init__.py:")
+    assert (f"torch/_dynamo/convert_frame.py:{dynamo} (preserve_global_state.<locals>._fn) asked "
+            f"torch.cuda.is_available(), which flagos_doctor/demo/__init__.py:{redirect} (_alias_cuda_to_flagos) "
+            f"redirected to answer True (the original answers False), and so took the branch of "
+            f"`if torch.cuda.is_available():` (line {dynamo})") in cause["message"]
+    (failed,) = findings(document, "exercise-failed")
+    assert "Cause: see the failure-cause finding" in failed["message"]
+    # torch's own read is an event with its caller, made during the compile step.
+    (read,) = [e for e in events(document, "torch.cuda.is_available", "read") if e["seq"] in cause["events"]]
+    assert read["by"] == "torch" and read["step"] == "exercise: torch.compile(fn, fullgraph=True)"
+    assert read["callers"] and read["answer"] == {"ok": True, "repr": "True"}
 
 
 def test_demo_views_render_from_the_document(demo):

@@ -29,3 +29,14 @@ def test_reading_the_saved_original_is_no_hazard():
     assert document["findings"] == []
     assert document["facts"]["decisions"] == []
     assert [s["read"] for s in document["saved_originals"]] == [True]
+
+
+def test_a_test_the_answer_alone_does_not_decide_says_what_decides_it():
+    # H200's "with True it takes None": the read's answer leaves the branch to the other operand.
+    document = probe({"LATENTSTACK_OR_TEST": "1"}, imports=["latentstack"], exercise=False)
+    (hazard,) = findings(document, "latent-hazard")
+    guard = line_of("latentstack", "or _forced():  # the rest")
+    assert (f"had it answered True, `if torch.cuda.is_available() or _forced():` (line {guard}) would take "
+            f"line {guard + 1}: `return`; with False this answer alone does not decide the test: `_forced()` "
+            "decides which branch it takes.") in hazard["message"]
+    assert "None" not in hazard["message"]

@@ -59,7 +59,7 @@ PINS = {
     "probe-torch_fl-ready.json": "09f76d713d7863fc614a04b967467dcee327a382584e0dba35919065ba60e923",
     "probe-torch_fl-ready.md": "7a0f4a3f8b415acd749c5343ecbdde20c6b59dd203f1cc03df6bd28e3a82d455",
     "probe-torch_fl-ready.md-small": "e64fc41b7e83434b55c900237e56480e37cd752494271b81f89c4f24d6e315ee",
-    "probe-torch_fl-ready.terminal": "14f48812db9b3d17cda0554f70cfb95fc3ad78328d948028492e1c25a95fa3f2",
+    "probe-torch_fl-ready.terminal": "9033e59506356f66999674641fe32f91d4089a35a78c6cb5c6ede8ab31a312a2",
     "report-torch_fl-ready.md": "8664f8c1262682f888c978a20f87c00193e578c7e47764feae2f4c118ef8f0da",
     "report-torch_fl-ready.md-small": "77b00a92b186d8d37c169f2dd2b759de3218ddf07a93c18bf9c1b98a3dac0c71",
     "suite.json": "b3c8a226f46f05b3106216aad16513f4c3fd45cc08a13c7063c3fd616885ce05",

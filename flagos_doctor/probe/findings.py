@@ -42,8 +42,10 @@ def judge(document: dict) -> list[dict]:
     by_seq = {e["seq"]: e for e in events}
     probes = {p["name"]: p for p in document.get("probes", [])}
     saved = {s["saves"]: s for s in document.get("saved_originals", [])}
+    explained = _explain_failures(document)
     found: list[dict] = []
-    found += _import_failed(document)
+    found += _failure_causes(explained)
+    found += _import_failed(document, explained)
     found += _interrupted(document)
     stale = _stale_guards(events, by_seq, probes, saved, document)
     found += stale
@@ -53,7 +55,7 @@ def judge(document: dict) -> list[dict]:
     found += _patched_and_restored(document, events)
     found += _multiple_writers(document, events)
     found += _disagreements(probes, stale)
-    found += _exercise_failed(document)
+    found += _exercise_failed(document, explained)
     found += _torch_fl_rules(document)
     found = _fold(found, document)
     found.sort(key=lambda f: SEVERITIES.index(f["severity"]))
@@ -71,10 +73,55 @@ def _fold(found, document) -> list[dict]:
     """Findings said once: a hazard a stale guard names, failures a missing device explains."""
     from flagos_doctor.probe import hazards
 
-    return hazards.fold_into_no_device(hazards.drop_covered_hazards(found), document)
+    return hazards.fold_into_no_device(hazards.drop_covered_hazards(_drop_explained_drivers(found)), document)
 
 
-def _import_failed(document) -> list[dict]:
+def _drop_explained_drivers(found: list[dict]) -> list[dict]:
+    """A Triton driver chosen from a redirected answer, whose failure a failure-cause finding
+    names (its evidence holds the driver's creation), is said once, there."""
+    explained = {seq for f in found if f["kind"] == "failure-cause" for seq in f["events"]}
+    return [f for f in found if f["kind"] != "triton-driver" or not f["events"] or f["events"][0] not in explained
+            or "Triton backends answered" in f["message"]]
+
+
+def _explain_failures(document) -> dict:
+    """Each failed import and exercise step -> the causes :mod:`.causes` finds for it."""
+    from flagos_doctor.probe import causes
+
+    events = document.get("events", [])
+    decisions = (document.get("facts") or {}).get("decisions") or []
+    explained = {}
+    for outcome in document.get("outcomes", []):
+        if outcome.get("ok") or not outcome["step"].startswith(("import ", "exercise")):
+            continue
+        failure = {"step": outcome["step"], "error": outcome.get("error"),
+                   "traceback": outcome.get("traceback") or [], "causes": outcome.get("causes") or []}
+        explained[outcome["step"]] = causes.find_causes(events, failure, decisions)
+    return explained
+
+
+def _failure_causes(explained: dict) -> list[dict]:
+    """``failure-cause``: a failed step's traceback passed a read of a redirected probe whose
+    original answers differently. Listed first: it says why the failures below happened."""
+    return [_finding("failure-cause", "error", cause["probe"], cause["message"], cause["events"])
+            for found in explained.values() for cause in found]
+
+
+def _pointer(found: list[dict] | None) -> str:
+    """What the failure findings say of the cause: the failure-cause finding, or none found."""
+    from flagos_doctor.probe import causes
+
+    if found is None:
+        return ""
+    if not found:
+        return " " + causes.no_cause({})
+    named = "; ".join(f"{c['probe']} read at {c['reader']['file']}:{c['reader']['line']} (events "
+                      + ", ".join(f"#{e}" for e in c["events"]) + ")" for c in found)
+    return f" Cause: see the failure-cause finding ({named})."
+
+
+def _import_failed(document, explained=None) -> list[dict]:
+    explained = explained or {}
     out = []
     for outcome in document.get("outcomes", []):
         if outcome["step"].startswith("import ") and not outcome["ok"]:
@@ -86,7 +133,7 @@ def _import_failed(document) -> list[dict]:
             seqs = [e["seq"] for e in document.get("events", []) if e.get("step") == outcome["step"]][-3:]
             out.append(_finding("import-failed", "error", None,
                                 f"{outcome['step']} failed: {first_line(outcome.get('error'))}{at}."
-                                + _causes(outcome.get("causes") or []), seqs))
+                                + _causes(outcome.get("causes") or []) + _pointer(explained.get(outcome["step"])), seqs))
     return out
 
 
@@ -143,8 +190,7 @@ def _stale_guards(events, by_seq, probes, saved, document) -> list[dict]:
             answer = f", which answers {probe['call']['repr']}"
         guard = _function(read["phase"])
         called_from = f" (in {guard})" if guard not in (reader.get("function"), read["phase"]) else ""
-        later = [e for e in events if e["seq"] > read["seq"] and e.get("phase") == read["phase"] and e["kind"] in ("write", "delete")]
-        consequence = f"; {guard} wrote no watched probe after that (it returned early)" if not later and ":" in read["phase"] else ""
+        consequence = _guard_branch(read, guard, events, document)
         message = (
             f"{label(reader)}{called_from} read {read['probe']} at line {reader['line']} after "
             f"{label(writer)} (line {writer['line']}) had redirected it; it saw {seen}{answer}{consequence}."
@@ -157,6 +203,32 @@ def _stale_guards(events, by_seq, probes, saved, document) -> list[dict]:
             evidence.append(keep["seq"])
         out.append(_finding("stale-guard", "error", read["probe"], message, evidence))
     return out
+
+
+def _guard_branch(read, guard, events, document) -> str:
+    """What the guard did after the read, as it happened: raised (naming the exception that
+    failed the step), took or skipped the branch its ``if`` tests, or wrote nothing more."""
+    where = read["where"]
+    for outcome in document.get("outcomes", []):
+        if outcome.get("ok") or outcome["step"] != read.get("step"):
+            continue
+        frames = outcome.get("traceback") or []
+        if any(f.get("file") == where.get("file") and f.get("function") == str(where.get("function")).rsplit(".", 1)[-1]
+               for f in frames):
+            return f"; then it raised {first_line(outcome.get('error'), 200)}, which failed {outcome['step']}"
+    decision = next((d.get("decision") or {} for d in (document.get("facts") or {}).get("decisions") or []
+                     if (d["probe"], d["file"], d["line"]) == (read["probe"], where.get("file"), where.get("line"))), {})
+    if decision.get("kind") == "branch" and decision.get("now"):
+        test = f"`{decision['statement']}` (line {decision['statement_line']})"
+        if decision["now"].startswith("no branch"):
+            return f"; so it skipped the branch of {test}"
+        if "`return" in decision["now"]:
+            return f"; so it took the branch of {test} and returned ({decision['now']})"
+        return f"; so it took the branch of {test} into {decision['now']}"
+    later = [e for e in events if e["seq"] > read["seq"] and e.get("phase") == read["phase"] and e["kind"] in ("write", "delete")]
+    if not later and ":" in read["phase"]:
+        return f"; {guard} wrote no watched probe after that"
+    return ""
 
 
 #: The device whose cuda alias is torch_fl's contract.
@@ -270,8 +342,8 @@ def _patched_and_restored(document, events) -> list[dict]:
 def _multiple_writers(document, events) -> list[dict]:
     out = []
     for probe in document.get("probes", []):
-        if _restored(probe, events):
-            continue  # _patched_and_restored says it
+        if _restored(probe, events) or probe.get("kind") == "saved":
+            continue  # _patched_and_restored says it; a saved original is set, read back, deleted
         writes = [e for e in events if e["probe"] == probe["name"] and e["kind"] in ("write", "delete")]
         writers = []
         for event in writes:
@@ -311,7 +383,8 @@ def _disagreements(probes, stale) -> list[dict]:
     return out
 
 
-def _exercise_failed(document) -> list[dict]:
+def _exercise_failed(document, explained=None) -> list[dict]:
+    explained = explained or {}
     facts = document.get("facts") or {}
     no_device = (facts.get("privateuse1") in (None, "privateuseone")
                  and (facts.get("native_cuda_available") or {}).get("repr") == "False")
@@ -322,5 +395,7 @@ def _exercise_failed(document) -> list[dict]:
             frames = outcome.get("traceback") or []
             at = f" (raised in {frames[-1]['file']}:{frames[-1]['function']}, line {frames[-1]['line']})" if frames else ""
             out.append(_finding("exercise-failed", severity, None,
-                                f"{outcome['step'][len('exercise: '):]} failed: {first_line(outcome.get('error'))}{at}.", []))
+                                f"{outcome['step'][len('exercise: '):]} failed: {first_line(outcome.get('error'))}{at}."
+                                + _pointer(explained.get(outcome["step"])),
+                                [e for c in explained.get(outcome["step"], []) for e in c["events"]]))
     return out

@@ -87,9 +87,36 @@ def _otherwise(entry: dict) -> str:
         return (f"had it answered {other}, Triton's backends would answer is_active() {answers}: {result} "
                 "(evaluated here with the probe answering the other way).")
     if decision.get("evaluated"):
+        now = (f"it takes {decision['now']}" if decision.get("now") is not None else
+               f"this answer alone does not decide the test: {_rest_of_test(decision['statement'], entry['probe'])} "
+               "decides which branch it takes")
         return (f"had it answered {other}, `{decision['statement']}` (line {decision['statement_line']}) would "
-                f"take {decision['other']}; with {not other} it takes {decision['now']}.")
+                f"take {decision['other']}; with {not other} {now}.")
     return f"what the other answer would decide cannot be evaluated here: {decision.get('why', 'no record')}."
+
+
+def _rest_of_test(statement: str, probe: str) -> str:
+    """The operands of an ``if``'s test other than the read: ``get_device_capability() >= (9, 0)``
+    in ``if torch_device_fn.is_available() and get_device_capability() >= (9, 0):``."""
+    import ast
+
+    attr = probe.rpartition(".")[2]
+    test = statement.strip()
+    for head in ("if ", "while ", "... if "):
+        if test.startswith(head):
+            test = test[len(head):]
+            break
+    test = test.removesuffix(" else ...").removesuffix(":")
+    try:
+        expr = ast.parse(test, mode="eval").body
+    except SyntaxError:
+        return "the rest of the test"
+    if not isinstance(expr, ast.BoolOp):
+        return "the rest of the test"
+    rest = [v for v in expr.values
+            if not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == attr
+                       for n in ast.walk(v))]
+    return " and ".join(f"`{ast.get_source_segment(test, v)}`" for v in rest) if rest else "the rest of the test"
 
 
 def no_device(document: dict) -> list[dict]:

@@ -44,6 +44,7 @@ _HELPER_SUFFIXES = (
     "/functools.py",
     "/_pytest/monkeypatch.py",
     "/triton/runtime/driver.py",
+    "/torch/utils/_config_module.py",  # ConfigModule.patch's __enter__/__exit__ write for the caller
 )
 _STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
 _SITE = tuple(os.path.abspath(p) + os.sep for p in sys.path if "-packages" in p)
@@ -78,6 +79,14 @@ def safe_repr(value, limit: int = 160) -> str:
         text = f"<{type(value).__name__}: repr raised {type(exc).__name__}>"
     text = _ADDRESS.sub("", " ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _answer(fn) -> dict:
+    """``{"ok", "repr"}`` of a cheap question's answer (``is_available()``), never raising."""
+    try:
+        return {"ok": True, "repr": safe_repr(fn())}
+    except Exception as exc:
+        return {"ok": False, "repr": f"{type(exc).__name__}: {exc}"[:300]}
 
 
 def same_value(a, b) -> bool:
@@ -120,6 +129,7 @@ class Tracer:
         self.owners: dict[int, dict] = {}  # id(owner) -> {"obj", "name", "attrs": {attr: probe}, "reads": set}
         self.saved: dict[str, dict] = {}  # saved-original attribute name -> {"saves", "seq", "read"}
         self.read_keys: dict[tuple, int] = {}
+        self._reads_seen: dict[tuple, tuple | None] = {}  # (probe, code, line, saw, step) -> read_keys key
         self.torch_dir = None
         self._roots: dict[str, str] = {}
         self.sys_paths = sorted({os.path.abspath(p) for p in sys.path if p}, key=len, reverse=True)
@@ -318,13 +328,15 @@ class Tracer:
         """Route the owner's writes through our hooks, where its class allows it."""
         if isinstance(owner, types.ModuleType):
             base = type(owner)
-            if base.__setattr__ is not types.ModuleType.__setattr__ and base not in _OUR_CLASSES:
-                # torch's config modules reject unknown attributes (even __class__) in their
-                # own __setattr__: never go through it.
-                self.notice(f"{entry['name']}: its module class {base.__qualname__} has its own __setattr__; "
-                            "its probes are compared at each event and step boundary, writers unknown")
-                return
             classes = _traced_module_classes(base)
+            if base.__setattr__ is not types.ModuleType.__setattr__ and base not in _OUR_CLASSES:
+                # torch's config modules (ConfigModule) reject unknown attributes, even
+                # __class__, in their own __setattr__: swap the class past it. Their values
+                # are read all through compilation: writes only, never the read hook.
+                object.__setattr__(owner, "__class__", classes[0])
+                entry["classes"] = classes
+                entry["writes_only"] = True
+                return
             owner.__class__ = classes[0]
             entry["classes"] = classes
         elif isinstance(owner, type):
@@ -571,6 +583,14 @@ class Tracer:
         return not (path.startswith("<") or path.startswith(_OWN_DIR) or _is_stdlib(path)
                     or (self.torch_dir is not None and path.startswith(self.torch_dir)))
 
+    def code_kind(self, path: str) -> str:
+        """Whose code a file is: ``stack``, ``torch``, ``stdlib`` or ``library`` (Triton, ...)."""
+        if self._is_stack_file(path):
+            return "stack"
+        if self.torch_dir is not None and path.startswith(self.torch_dir):
+            return "torch"
+        return "stdlib" if _is_stdlib(path) else "library"
+
     def _is_stack_file(self, path: str) -> bool:
         return any(path.startswith(d) for d in self.stack_dirs)
 
@@ -623,7 +643,7 @@ class Tracer:
         return out
 
     # -- writes ------------------------------------------------------------------------
-    def on_write(self, probe: dict, value, previous, frame, kind: str = "write", name=None) -> None:
+    def on_write(self, probe: dict, value, previous, frame, kind: str = "write", name=None, saves=None) -> None:
         writer, via = self.attribute(frame, name if name is not None else probe["attr"], value)
         record = {
             "record": "event", "seq": self.next_seq(), "kind": kind, "probe": probe["name"], "step": self.step,
@@ -633,8 +653,30 @@ class Tracer:
             "value": self.describe(value), "previous": self.describe(previous),
             "callers": self.callers(writer) if writer is not None else [],
         }
+        if saves is not None:
+            record["saves"] = saves
         self._remember(probe, value, record["seq"])
         self.emit(record)
+        if kind == "write" and writer is not None:
+            self._restored_from_saved(probe, value, writer)
+
+    def _restored_from_saved(self, probe, value, writer) -> None:
+        """A probe set back to the value a saved original holds was read back from it, even
+        where the read cannot be hooked (a class attribute: ``torch.Tensor.__old_new__``)."""
+        for dotted, keep in self.saved.items():
+            if keep["read"] or keep["saves"] != probe["name"]:
+                continue
+            holder = self.probes.get(dotted)
+            if holder is None or not same_value(holder["last"], value):
+                continue
+            keep["read"] = True
+            self.read_keys[(dotted, writer.f_code.co_filename, writer.f_lineno, holder["last_seq"])] = 1
+            self.emit({
+                "record": "event", "seq": self.next_seq(), "kind": "read", "probe": dotted, "step": self.step,
+                "phase": self.phase_of(writer), "where": self.frame_info(writer), "writer_known": True,
+                "saw": holder["last_seq"], "value": self.describe(value), "callers": self.read_callers(writer),
+                "restores": probe["name"],
+            })
 
     def _remember(self, probe, value, seq) -> None:
         probe["last"] = value
@@ -650,7 +692,8 @@ class Tracer:
 
     def _read_mode(self, entry) -> None:
         classes = entry["classes"]
-        if classes and isinstance(entry["obj"], types.ModuleType) and type(entry["obj"]) is classes[0]:
+        if classes and isinstance(entry["obj"], types.ModuleType) and type(entry["obj"]) is classes[0] \
+                and not entry.get("writes_only"):
             entry["obj"].__class__ = classes[1]
 
     def module_setattr(self, owner, name, value, previous, frame, deleted=False) -> bool:
@@ -710,7 +753,7 @@ class Tracer:
         probe = self.probes[dotted]
         probe.update(owner=entry["obj"], resolved=True, original=_MISSING, hooked=entry["classes"] is not None)
         entry["attrs"][name] = probe
-        self.on_write(probe, value, _MISSING, frame)
+        self.on_write(probe, value, _MISSING, frame, saves=saves["name"])
         self.saved[dotted] = {"saves": saves["name"], "seq": self.seq, "read": False}
         self.emit({"record": "saved", "probe": dotted, "saves": saves["name"], "seq": self.seq})
         if probe["hooked"]:
@@ -719,6 +762,9 @@ class Tracer:
 
     # -- reads -------------------------------------------------------------------------
     def on_read(self, owner, name, value, frame) -> None:
+        """A read of a redirected probe (or of a saved original), by any code, torch's own too:
+        one event per reading line, probe state and step (a failure's cause is looked for
+        among the reads of its own step)."""
         entry = self.owners.get(id(owner))
         probe = entry["attrs"].get(name) if entry else None
         if probe is None:
@@ -727,29 +773,48 @@ class Tracer:
             frame = frame.f_back
         if frame is None or frame.f_code.co_filename.startswith(_OWN_DIR):
             return  # our own look at the probe
+        # The cheap test first: a line that read this probe in this state and step is known.
+        seen = (probe["name"], frame.f_code, frame.f_lineno, probe["last_seq"], self.step)
+        if seen in self._reads_seen:
+            key = self._reads_seen[seen]
+            if key is not None:
+                self.read_keys[key] += 1
+            return
         reader, _ = self.attribute(frame)
         if reader is None:
+            self._reads_seen[seen] = None
             return
         path = reader.f_code.co_filename
         saved = self.saved.get(probe["name"])
-        if saved is None:
-            # Only stack code is interesting: torch's own reads and the stdlib's are not.
-            if not self._is_stack_file(path) and (
-                _is_stdlib(path) or (self.torch_dir and path.startswith(self.torch_dir))
-            ):
-                return
         key = (probe["name"], path, reader.f_lineno, probe["last_seq"])
-        if key in self.read_keys:
-            self.read_keys[key] += 1
-            return
-        self.read_keys[key] = 1
+        self._reads_seen[seen] = key
+        self.read_keys[key] = self.read_keys.get(key, 0) + 1
         if saved is not None and not saved["read"]:
             saved["read"] = True
-        self.emit({
+        record = {
             "record": "event", "seq": self.next_seq(), "kind": "read", "probe": probe["name"], "step": self.step,
             "phase": self.phase_of(reader), "where": self.frame_info(reader), "writer_known": True,
-            "saw": probe["last_seq"], "value": self.describe(value), "callers": self.callers(reader),
-        })
+            "saw": probe["last_seq"], "value": self.describe(value), "callers": self.read_callers(reader),
+            "by": self.code_kind(path),
+        }
+        if probe["attr"] in _CHEAP_CALLS and callable(value) and callable(probe["original"]) \
+                and not same_value(value, probe["original"]):
+            # What the reader is about to be told, and what the original would tell it.
+            record["answer"] = _answer(value)
+            record["original_answer"] = _answer(probe["original"])
+        self.emit(record)
+
+    def read_callers(self, frame, limit: int = 6) -> list[dict]:
+        """The reader's callers, innermost first, helpers included (Triton's ``_create_driver``
+        calls each backend's ``is_active()``: the cause engine needs that frame)."""
+        out = []
+        frame = frame.f_back if frame is not None else None
+        while frame is not None and len(out) < limit:
+            path = frame.f_code.co_filename
+            if not (path.startswith(_OWN_DIR) or path.startswith("<frozen")):
+                out.append(self.frame_info(frame))
+            frame = frame.f_back
+        return out
 
     def driver_read(self, driver, name, frame) -> None:
         """The first read of Triton's ``driver.active``/``.default``: which backends answer."""

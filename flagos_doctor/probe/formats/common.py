@@ -57,6 +57,29 @@ def event_line(event: dict) -> str:
     return f"#{event['seq']} {verb} {where_text(event['where'])}{how}{via} -> {value_text(event.get('value'))}"
 
 
+def probe_lines(document: dict, probe: dict) -> tuple[list[dict], str | None]:
+    """A probe's events to list one by one, and a line summing up the rest: reads by torch's
+    own code and the standard library (many, during torch.compile) are counted, except those
+    a finding cites as evidence."""
+    events = {e["seq"]: e for e in document.get("events", [])}
+    cited = {seq for f in document.get("findings", []) for seq in f.get("events", [])}
+    shown, folded = [], []
+    for seq in sorted(probe.get("write_events", []) + probe.get("reads", [])):
+        event = events.get(seq)
+        if event is None:
+            continue
+        if event["kind"] == "read" and event.get("by") in ("torch", "stdlib") and seq not in cited:
+            folded.append(event)
+        else:
+            shown.append(event)
+    if not folded:
+        return shown, None
+    files = sorted({e["where"].get("file") or "?" for e in folded})
+    more = f" and {len(files) - 3} more files" if len(files) > 3 else ""
+    return shown, (f"{len(folded)} read{'s' if len(folded) != 1 else ''} by torch's own code or the standard "
+                   f"library (#{folded[0]['seq']}..#{folded[-1]['seq']}: {', '.join(files[:3])}{more})")
+
+
 def state_text(probe: dict) -> str:
     if probe.get("resolved") is False:
         return "not imported"

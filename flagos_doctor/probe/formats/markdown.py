@@ -9,7 +9,7 @@ from __future__ import annotations
 from flagos_doctor import output
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell
 from flagos_doctor.probe import SCHEMA
-from flagos_doctor.probe.formats.common import event_line, headline, interesting_probes, state_text, value_text
+from flagos_doctor.probe.formats.common import event_line, headline, interesting_probes, probe_lines, state_text, value_text
 
 
 def _folded(summary: str, lines: list[str]) -> list[str]:
@@ -45,9 +45,11 @@ def render(document: dict, max_chars: int = DEFAULT_MAX_CHARS,
         state = state_text(probe)
         call = f", answers `{probe['call']['repr']}`" if probe.get("call", {}).get("ok") else ""
         out.append(f"- `{probe['name']}` ({state}{call})")
-        for seq in sorted(probe.get("write_events", []) + probe.get("reads", [])):
-            if seq in events:
-                out.append(f"  - {cell(event_line(events[seq]))} — phase `{events[seq]['phase']}`")
+        shown, folded = probe_lines(document, probe)
+        for event in shown:
+            out.append(f"  - {cell(event_line(event))} — phase `{event['phase']}`")
+        if folded:
+            out.append(f"  - {cell(folded)}")
         if probe.get("final") is not None and probe.get("kind") != "env":
             out.append(f"  - final: `{cell(value_text(probe['final']))}`")
     page.add(_folded("Probes and their writers", out), 2, "the probes and their writers")

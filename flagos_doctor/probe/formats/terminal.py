@@ -6,7 +6,7 @@ from rich.markup import escape
 
 from flagos_doctor import output
 from flagos_doctor.probe import SCHEMA
-from flagos_doctor.probe.formats.common import event_line, headline, interesting_probes, state_text, value_text
+from flagos_doctor.probe.formats.common import event_line, headline, interesting_probes, probe_lines, state_text, value_text
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -25,17 +25,18 @@ def lines(document: dict) -> list[str]:
         info = document["interrupted"]
         out.append(f"  [red]!![/red]   {escape(str(info.get('phase')))}: {escape(info['reason'])}")
     events = {e["seq"]: e for e in document.get("events", [])}
-    out += ["", "[bold]Probes[/bold] (each write in order; reads by stack code after a redirect)"]
+    out += ["", "[bold]Probes[/bold] (each write in order; reads after a redirect)"]
     for probe in interesting_probes(document):
         state = state_text(probe)
         call = f", answers {probe['call']['repr']}" if probe.get("call", {}).get("ok") else ""
         if probe.get("original_call"):
             call += f" (original: {probe['original_call']['repr']})"
         out.append(f"  [bold]{escape(probe['name'])}[/bold]  [dim]{state}{escape(call)}[/dim]")
-        for seq in sorted(probe.get("write_events", []) + probe.get("reads", [])):
-            event = events.get(seq)
-            if event is not None:
-                out.append(f"    {escape(event_line(event))}  [dim]({escape(event['phase'])})[/dim]")
+        shown, folded = probe_lines(document, probe)
+        for event in shown:
+            out.append(f"    {escape(event_line(event))}  [dim]({escape(event['phase'])})[/dim]")
+        if folded:
+            out.append(f"    [dim]{escape(folded)}[/dim]")
         if probe.get("final") is not None and probe.get("kind") not in ("env",):
             out.append(f"    [dim]final: {escape(value_text(probe['final']))}[/dim]")
     if document.get("saved_originals"):
