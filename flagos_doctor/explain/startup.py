@@ -104,6 +104,39 @@ def frames(tracer, tb) -> list[dict]:
     return out
 
 
+def without_own_frames(exc: BaseException, tb):
+    """``tb`` (and the tracebacks of ``exc``'s chain) without the probe's hook frames, so the
+    traceback the program prints is the one it prints unwatched."""
+    own = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+    def strip(tb):
+        head = None
+        last = None
+        while tb is not None:
+            nxt = tb.tb_next
+            if not os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(own):
+                if last is None:
+                    head = tb
+                else:
+                    last.tb_next = tb
+                last = tb
+            tb = nxt
+        if last is not None:
+            last.tb_next = None
+        return head
+
+    seen = set()
+    chained = exc
+    while chained is not None and id(chained) not in seen:
+        seen.add(id(chained))
+        if chained is not exc:
+            chained.__traceback__ = strip(chained.__traceback__)
+        chained = chained.__cause__ or chained.__context__
+    tb = strip(tb)
+    exc.__traceback__ = tb
+    return tb
+
+
 def program_folder() -> str:
     """What Python will put first on ``sys.path``: the script's folder, or the working folder."""
     argv = getattr(sys, "argv", None) or [""]
@@ -142,6 +175,7 @@ def _install(config_text: str) -> None:
     def excepthook(type_, value, tb):
         try:
             watch.failure("exception", value, tb)
+            tb = without_own_frames(value, tb)
         except Exception:
             pass
         previous(type_, value, tb)
