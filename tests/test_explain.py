@@ -79,3 +79,121 @@ def test_nothing_to_run_is_bad_usage(tmp_path, command):
 def test_stdout_is_the_programs_so_json_to_stdout_is_refused(tmp_path):
     done = run_cli("explain", "--json", "-", "--", "python", "-c", "print(1)")
     assert done.returncode == 2 and "--json: stdout is the program's" in done.stderr
+
+
+# -- the seed, on the CPU seed replica (real torch, real Triton, real Inductor) ---------------
+STACKS = os.path.join(FIXTURES, "probe_stacks")
+SEED_ENV = {"PYTHONPATH": STACKS}
+
+
+def demo_line(text: str, after: str) -> int:
+    """The line of ``text`` in the demo's ``__init__.py``, after the line holding ``after``."""
+    with open(os.path.join(REPO_ROOT, "flagos_doctor", "demo", "__init__.py")) as handle:
+        lines = list(handle)
+    start = next(n for n, line in enumerate(lines) if after in line)
+    return next(n for n, line in enumerate(lines, start=1) if n > start and text in line)
+
+
+def assert_names_reader_probe_writer_branch(cause):
+    assert cause["probe"] == "torch.cuda.is_available"
+    # The reader: Triton's driver choice (or dynamo's preserve_global_state).
+    assert (cause["reader"]["file"], cause["reader"]["function"]) in (
+        ("triton/backends/nvidia/driver.py", "CudaDriver.is_active"),
+        ("torch/_dynamo/convert_frame.py", "preserve_global_state.<locals>._fn"))
+    # The writer: the stack's redirect, at its line.
+    assert cause["writer"] == {"file": "flagos_doctor/demo/__init__.py", "function": "_alias_cuda_to_flagos",
+                               "line": demo_line("torch.cuda.is_available = torch.flagos.is_available",
+                                                 after="def _alias_cuda_to_flagos")}
+    assert cause["answer"] == "True" and cause["original_answer"] == "False"
+    assert "Triton chose its nvidia driver" in cause["branch"]
+
+
+@pytest.fixture(scope="module")
+def seed_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("seed")
+    repro = os.path.join(EXPLAIN, "seed_repro.py")
+    done, document = explain(tmp, "python", repro, options=("--stack", "seedreplica"), env=SEED_ENV)
+    bare = run_cli_bare([sys.executable, repro], {"PYTHONPATH": os.pathsep.join([STACKS, REPO_ROOT])}, "")
+    return done, document, bare
+
+
+def test_the_seed_reproducer_is_explained_by_reader_probe_writer_and_branch(seed_run):
+    done, document, _ = seed_run
+    assert done.returncode == 1  # a cause was found
+    [failure] = document["failures"]
+    assert failure["kind"] == "exception" and "libcuda.so cannot found" in failure["error"]
+    assert failure["traceback"][-1]["function"] == "libcuda_dirs"
+    [cause] = document["causes"]
+    assert cause["failure"] == failure["id"] and failure["causes"] == [cause["id"]]
+    assert_names_reader_probe_writer_branch(cause)
+    assert "CAUSE python " in done.stderr and "(CudaDriver.is_active) asked torch.cuda.is_available()" in done.stderr
+
+
+def test_the_watched_compile_prints_what_it_prints_unwatched(seed_run):
+    # The watch is invisible: no warning named after its hooks, no hook frame in the traceback.
+    done, _, bare = seed_run
+    assert bare.returncode == 1 and "libcuda.so cannot found" in bare.stderr
+    assert done.stdout == bare.stdout
+    program_stderr = done.stderr.split("\nflagos-doctor explain: ")[0]
+    link = program_stderr.split("flagos_doctor/demo/")[0]  # the demo's path differs: our link folder
+    assert "tracer.py" not in program_stderr
+    assert program_stderr.count("\n") == bare.stderr.count("\n")
+    assert program_stderr.splitlines()[-1] == bare.stderr.splitlines()[-1] and link
+
+
+def test_the_fixed_stack_fails_without_a_cause(tmp_path):
+    repro = os.path.join(EXPLAIN, "seed_repro.py")
+    done, document = explain(tmp_path, "python", repro, "seedreplica_fixed", options=("--stack", "seedreplica_fixed"),
+                             env=SEED_ENV)
+    [failure] = document["failures"]
+    assert failure["kind"] == "exception" and "0 active drivers" in failure["error"]  # no Triton backend on CPU
+    assert document["causes"] == [] and failure["causes"] == []
+    assert done.returncode == 1 == document["program"]["returncode"]  # the program's own code
+    assert "no cause found" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def seed_tests(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("seed-tests")
+    return explain(tmp, "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "seed_tests.py",
+                   options=("--stack", "seedreplica"), env=SEED_ENV, cwd=EXPLAIN)
+
+
+def test_each_failed_test_is_a_failure_and_only_the_probes_one_has_a_cause(seed_tests):
+    done, document = seed_tests
+    assert done.returncode == 1
+    assert "2 failed, 1 passed" in done.stdout  # pytest's own summary, on stdout as ever
+    outcomes = {k.rsplit("::", 1)[1]: v for k, v in document["tests"]["outcomes"].items()}
+    assert outcomes == {"test_eager_on_flagos_passes": "passed", "test_compiled_model_on_flagos": "failed",
+                        "test_unrelated_arithmetic": "failed"}
+    by_test = {f["test"].rsplit("::", 1)[1]: f for f in document["failures"]}
+    assert set(by_test) == {"test_compiled_model_on_flagos", "test_unrelated_arithmetic"}
+    compiled, unrelated = by_test["test_compiled_model_on_flagos"], by_test["test_unrelated_arithmetic"]
+    [cause] = [c for c in document["causes"] if c["failure"] == compiled["id"]]
+    assert_names_reader_probe_writer_branch(cause)
+    # The read it names was made in that test (the step is the test's node id).
+    [read] = [e for e in document["events"] if e["seq"] == cause["read"]]
+    assert read["step"] == f"test {compiled['test']}"
+    assert unrelated["causes"] == [] and unrelated["traceback"][-1]["function"] == "test_unrelated_arithmetic"
+    assert "the sum is wrong" in unrelated["error"]
+    failures_view = done.stderr.split("flagos-doctor explain: ", 1)[1].split("Watched probes")[0]
+    assert "test_unrelated_arithmetic: AssertionError" in failures_view and "no cause found" in failures_view
+    assert "test_eager_on_flagos_passes" not in failures_view  # the passing test: no failure, no cause
+
+
+def test_report_attaches_the_explain_document(seed_tests, tmp_path):
+    _, document = seed_tests
+    path = tmp_path / "why.json"
+    path.write_text(json.dumps(document))
+    done = run_cli("report", "--stack", "plainstack", "--explain", str(path), "--max-chars", "8000",
+                   env={"PYTHONPATH": STACKS})
+    assert done.returncode == 0, done.stderr
+    section = done.stdout.split("### Why the program failed (`flagos-doctor explain`)")[1]
+    assert "2 failures, 1 with a cause" in section
+    assert "(CudaDriver.is_active) asked torch.cuda.is_available()" in section
+    assert "no cause found" in section and "<details>" in section
+    assert len(done.stdout) <= 8000
+    broken = tmp_path / "broken.json"
+    broken.write_text("{}")
+    refused = run_cli("report", "--explain", str(broken))
+    assert refused.returncode == 2 and str(broken) in refused.stderr
