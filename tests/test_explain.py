@@ -155,8 +155,20 @@ def test_the_fixed_stack_fails_without_a_cause(tmp_path):
 @pytest.fixture(scope="module")
 def seed_tests(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("seed-tests")
-    return explain(tmp, "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "seed_tests.py",
-                   options=("--stack", "seedreplica"), env=SEED_ENV, cwd=EXPLAIN)
+    done, document = explain(tmp, "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "seed_tests.py",
+                             options=("--stack", "seedreplica", "--markdown", str(tmp / "why.md"), "--max-chars", "3000"),
+                             env=SEED_ENV, cwd=EXPLAIN)
+    document["markdown"] = (tmp / "why.md").read_text()  # (for the test of the page; not the document's)
+    return done, document
+
+
+def test_the_markdown_keeps_the_failures_and_causes_within_its_budget(seed_tests):
+    page = seed_tests[1]["markdown"]
+    assert len(page) <= 3000
+    assert page.startswith("## flagos-doctor explain")
+    assert "**cause**: test " in page and "(CudaDriver.is_active) asked torch.cuda.is_available()" in page
+    assert "no cause found" in page
+    assert "<details>" in page and "Left out to stay under 3,000 characters" in page  # and says what
 
 
 def test_each_failed_test_is_a_failure_and_only_the_probes_one_has_a_cause(seed_tests):
@@ -184,7 +196,7 @@ def test_each_failed_test_is_a_failure_and_only_the_probes_one_has_a_cause(seed_
 def test_report_attaches_the_explain_document(seed_tests, tmp_path):
     _, document = seed_tests
     path = tmp_path / "why.json"
-    path.write_text(json.dumps(document))
+    path.write_text(json.dumps({k: v for k, v in document.items() if k != "markdown"}))
     done = run_cli("report", "--stack", "plainstack", "--explain", str(path), "--max-chars", "8000",
                    env={"PYTHONPATH": STACKS})
     assert done.returncode == 0, done.stderr

@@ -51,5 +51,7 @@ def no_cause_text(document: dict) -> str:
     text = "no cause found: no read of a redirected or replaced probe on its path"
     if "events" not in document:
         return text
-    reads = sum(1 for e in document["events"] if e["kind"] == "read" and e.get("saw"))
-    return f"{text} ({reads} such read{'s' if reads != 1 else ''} recorded in the run)"
+    reads = sum(1 for e in document["events"] if e["kind"] == "read" and e.get("answer") and e.get("original_answer")
+                and e["answer"].get("repr") != e["original_answer"].get("repr"))
+    return (f"{text} (the run made {reads} read{'s' if reads != 1 else ''} of a probe answering otherwise "
+            "than its original, none on this failure's path)")
