@@ -70,6 +70,16 @@ def test_an_uncaught_exception_is_a_failure_with_its_frames_and_its_cause_chain(
     assert "no cause found" in done.stderr
 
 
+def test_a_real_crash_keeps_the_events_and_exits_as_a_shell_says(tmp_path):
+    crash = "import os, ctypes; os.environ['FLAGOS_EXPLAIN_FIXTURE'] = 'before'; ctypes.string_at(0)"
+    done, document = explain(tmp_path, "python", "-c", crash)
+    assert done.returncode == 128 + 11 and document["program"]["signal"] == "SIGSEGV"
+    assert not document["program"]["finished"] and "without running its exit hooks" in document["notices"][-1]
+    assert [e["probe"] for e in document["events"]] == ["$FLAGOS_EXPLAIN_FIXTURE"]  # written before the crash
+    [failure] = document["failures"]
+    assert failure["kind"] == "exit" and failure["error"] == "the program was killed by SIGSEGV"
+
+
 @pytest.mark.parametrize("command", [[], ["no-such-program-anywhere"]])
 def test_nothing_to_run_is_bad_usage(tmp_path, command):
     done = run_cli("explain", "--", *command) if command else run_cli("explain")

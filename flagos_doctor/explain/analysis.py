@@ -9,6 +9,8 @@ the run; a bare non-zero exit has no traceback to walk, and so no cause.
 
 from __future__ import annotations
 
+import shlex
+
 from flagos_doctor.probe import causes as engine
 
 
@@ -27,7 +29,7 @@ def engine_failure(failure: dict, command: str) -> dict:
 
 def causes(document: dict) -> list[dict]:
     """Every failure's causes, numbered (``id``), each naming its ``failure``."""
-    command = " ".join(document["program"]["command"])
+    command = shlex.join(document["program"]["command"])
     decisions = (document.get("facts") or {}).get("decisions") or []
     out = []
     for failure in document["failures"]:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 
 def command_text(document: dict) -> str:
-    return " ".join(document["program"]["command"])
+    """The command as a shell would take it back (``python -c 'import x'``)."""
+    import shlex
+
+    return shlex.join(document["program"]["command"])
 
 
 def headline(document: dict) -> str:

@@ -223,7 +223,8 @@ def failures(records: list[dict], program: dict) -> list[dict]:
         failure["raised_from"] = record.get("causes", [])
         out.append(failure)
     if program["returncode"] != 0 and not out:
-        out.append({"kind": "exit", "error": f"the program {program['ended']}", "type": None, "traceback": []})
+        ended = program["ended"].replace("killed by", "was killed by")
+        out.append({"kind": "exit", "error": f"the program {ended}", "type": None, "traceback": []})
     for number, failure in enumerate(out, start=1):
         failure["id"] = number
     return [{"id": f["id"], **{k: v for k, v in f.items() if k != "id"}} for f in out]
