@@ -321,6 +321,12 @@ def test_demo_seed_bug_exits_1_with_stale_guard(tmp_path):
         "flagos_doctor/demo/__init__.py:_native_cuda_available (in _alias_cuda_to_flagos) read torch.cuda.is_available"
     )
     assert "flagos_doctor/demo/__init__.py:_patch_vendor_compat" in stale["message"]
+    # The reader returns the answer; its caller's `if` is the guard's branch, as it happened.
+    demo = os.path.join(REPO_ROOT, "flagos_doctor", "demo", "__init__.py")
+    with open(demo) as handle:
+        guard = next(n for n, line in enumerate(handle, start=1) if "if _native_cuda_available():" in line)
+    assert (f"so _alias_cuda_to_flagos, given that answer, took the branch of `if _native_cuda_available():` "
+            f"(line {guard}) and returned (line {guard + 1}: `return`)") in stale["message"]
     assert findings(document, "alias-missing") and findings(document, "orphan-original")
 
 

@@ -121,3 +121,24 @@ def test_config_module_writes_name_their_file_and_line(tensornew):
     assert [e["value"]["repr"] for e in patched] == ["True", "False"]
     assert {e["where"]["line"] for e in patched} == {line_of("tensornew", "with torch._inductor.config.patch")}
     assert not [n for n in tensornew["notices"] if "config" in n]
+
+
+def test_the_engine_takes_a_failure_without_its_step_as_explain_gives_it(replica):
+    # ``flagos-doctor explain`` hands over the events and the failure, without the probe's step.
+    compiled = replica["outcomes"][-1]
+    failure = {"error": compiled["error"], "type": "InductorError", "traceback": compiled["traceback"],
+               "what": "python repro.py"}
+    decisions = replica["facts"]["decisions"]
+    (cause,) = causes.find_causes(replica["events"], failure, decisions)
+    assert cause["probe"] == "torch.cuda.is_available" and cause["how"] == "decided-call"
+    assert cause["reader"]["file"] == "triton/backends/nvidia/driver.py"
+    assert cause["frame"] == next(f for f in compiled["traceback"] if f["function"] == "_create_driver")
+    assert cause["frame"]["file"] == "triton/runtime/driver.py"
+    assert cause["writer"]["file"] == "flagos_doctor/demo/__init__.py"
+    assert (cause["answer"], cause["original_answer"]) == ("True", "False")
+    assert cause["message"].startswith("python repro.py failed: InductorError: AssertionError: libcuda.so cannot found!")
+    # Without the read that decided it, no cause: HIP's is_active() read the same probe, but the
+    # driver's creation says HIP answered no; Inductor's get_cuda_device_context read it in its
+    # own `if` and returned; dynamo's preserve_global_state (on the traceback) took its `if`'s
+    # branch, which ran to its end before the compile went on. The engine says so rather than guess.
+    assert causes.find_causes([e for e in replica["events"] if e["seq"] != cause["read"]], failure, decisions) == []

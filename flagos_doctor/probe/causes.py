@@ -28,8 +28,9 @@ and optionally ``"type"`` (the exception's class name; else read from ``error``)
 ``"step"`` (only reads recorded in that step count; none: every read) and ``"causes"``
 (chained exceptions, each ``{"error", "at": frame}``)}.
 
-``decisions`` (optional): the probe's ``facts["decisions"]``, the branch each read took
-(read from the source in the child); without it the branch is said in general words.
+``decisions`` (optional): the probe's ``facts["decisions"]``, the branch each read took and
+the lines it spans (``taken_lines``), read from the source in the child; without it the
+branch is said in general words and every read on the traceback counts.
 
 **Output.** A list of causes, the most direct first; empty when none is found. Each::
 
@@ -48,7 +49,11 @@ and optionally ``"type"`` (the exception's class name; else read from ``error``)
 
 A read is a cause when it read a redirected probe whose original answers differently, and
 its reader is a frame of the traceback (the read decided the branch that frame was in), or
-was called straight from one (Triton's ``is_active()``, called from ``_create_driver``). Of
+was called straight from one and handed the answer back to it (Triton's ``is_active()``,
+called from ``_create_driver``; a reader whose own ``if`` tested the answer, per
+``decisions``, decided by itself and returned, and is not a cause). A reader on the traceback
+whose ``if`` chose a branch that ran to its end before the frame failed elsewhere
+(``taken_lines`` of its decision) is not one either. Of
 those, only the reads that decided the deepest such frame are kept: an outer frame (the
 compiler's entry point) calls many things that did not fail.
 """
@@ -114,6 +119,32 @@ def _decided_frame(read: dict, frames: list[tuple[int, dict]]) -> tuple[int, dic
                 best = (depth, frame, "decided-call")
         break
     return best
+
+
+def _tested_inside(read: dict, decisions: list[dict]) -> bool:
+    """The read is the test of an ``if`` in the reader (``if not torch.cuda.is_available():
+    return nullcontext()``): the reader decided by itself and returned. A reader that hands
+    the answer back (``return torch.cuda.is_available() and ...``, Triton's ``is_active``)
+    lets its caller decide."""
+    where = read.get("where") or {}
+    return any((entry.get("probe"), entry.get("file"), entry.get("line")) == (read["probe"], where.get("file"), where.get("line"))
+               and (entry.get("decision") or {}).get("kind") == "branch"
+               and not (entry.get("decision") or {}).get("through") for entry in decisions)
+
+
+def _inside_taken_branch(read: dict, frame: dict, decisions: list[dict]) -> bool:
+    """The frame failed inside the branch the read chose (``taken_lines`` of its decision);
+    true where that is not known (no decision, or not an ``if``)."""
+    where = read.get("where") or {}
+    for entry in decisions:
+        if (entry.get("probe"), entry.get("file"), entry.get("line")) != (read["probe"], where.get("file"), where.get("line")):
+            continue
+        lines = (entry.get("decision") or {}).get("taken_lines")
+        if (entry.get("decision") or {}).get("through"):
+            return True  # the branch is in the reader's caller, not in this frame
+        if lines and frame.get("line") is not None:
+            return lines[0] <= frame["line"] <= lines[1]
+    return True
 
 
 def _driver_event(events: list[dict], read: dict) -> dict | None:
@@ -192,6 +223,10 @@ def find_causes(events: list[dict], failure: dict, decisions: list[dict] | None 
         decided = _decided_frame(read, frames)
         if decided is None:
             continue
+        if decided[2] == "decided-call" and _tested_inside(read, decisions):
+            continue  # the reader branched on the answer itself, then returned: not this path
+        if decided[2] == "on-path" and not _inside_taken_branch(read, decided[1], decisions):
+            continue  # the branch it chose had run to its end before the frame went on to fail
         driver = None
         backend = _triton_backend(read.get("where") or {})
         if backend is not None:

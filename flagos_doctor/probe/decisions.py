@@ -63,6 +63,13 @@ def collect(tracer) -> list[dict]:
             entry["decision"] = triton_choice(probe, not answer)
         else:
             entry["decision"] = source_decision(path, line, probe["attr"], answer)
+            caller = tracer.read_callers_of.get((name, path, line, saw))
+            if not entry["decision"].get("evaluated") and caller is not None and _returns_the_read(path, line, probe["attr"]):
+                # ``return torch.cuda.is_available()``: the reader's caller decides on its answer.
+                through = source_decision(caller[0], caller[1], caller[2], answer)
+                if through.get("kind") == "branch":
+                    through["through"] = {"function": caller[2], "file": tracer.short(caller[0]), "line": caller[1]}
+                    entry["decision"] = through
         out.append(entry)
     return out
 
@@ -97,7 +104,22 @@ def _first_line(source: str, node) -> str:
 
 
 def _is_the_read(node, attr: str) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == attr
+    """A call of the probe (``torch.cuda.is_available()``) or of a reader that returns its
+    answer (``_native_cuda_available()``)."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    return (isinstance(func, ast.Attribute) and func.attr == attr) or (isinstance(func, ast.Name) and func.id == attr)
+
+
+def _returns_the_read(path: str, line: int, attr: str) -> bool:
+    """The statement at ``line`` is ``return <the read>``: the answer goes to the caller as it is."""
+    try:
+        _, tree = _parsed(path)
+    except (OSError, SyntaxError, ValueError):
+        return False
+    return any(isinstance(node, ast.Return) and node.lineno == line and node.value is not None
+               and _is_the_read(node.value, attr) for node in ast.walk(tree))
 
 
 def _value(expr, attr: str, answer: bool):
@@ -164,6 +186,13 @@ def source_decision(path: str, line: int, attr: str, answer: bool) -> dict:
         return f"line {body[0].lineno}: `{_first_line(source, body[0])}`"
 
     decision.update(evaluated=True, now=branch(bool(got)) if got is not None else None, other=branch(other))
+    if got is not None:
+        taken = (best.body if got else best.orelse)
+        if isinstance(best, ast.IfExp):
+            decision["taken_lines"] = [taken.lineno, taken.end_lineno or taken.lineno]
+        elif taken:
+            # Where the branch taken runs: a failure inside it is on the path the read chose.
+            decision["taken_lines"] = [taken[0].lineno, taken[-1].end_lineno or taken[-1].lineno]
     return decision
 
 

@@ -220,11 +220,14 @@ def _guard_branch(read, guard, events, document) -> str:
                      if (d["probe"], d["file"], d["line"]) == (read["probe"], where.get("file"), where.get("line"))), {})
     if decision.get("kind") == "branch" and decision.get("now"):
         test = f"`{decision['statement']}` (line {decision['statement_line']})"
+        # A reader that returns the answer (``return torch.cuda.is_available()``) hands the
+        # branch to its caller, the guard.
+        who = f"{guard}, given that answer," if decision.get("through") else "it"
         if decision["now"].startswith("no branch"):
-            return f"; so it skipped the branch of {test}"
+            return f"; so {who} skipped the branch of {test}"
         if "`return" in decision["now"]:
-            return f"; so it took the branch of {test} and returned ({decision['now']})"
-        return f"; so it took the branch of {test} into {decision['now']}"
+            return f"; so {who} took the branch of {test} and returned ({decision['now']})"
+        return f"; so {who} took the branch of {test} into {decision['now']}"
     later = [e for e in events if e["seq"] > read["seq"] and e.get("phase") == read["phase"] and e["kind"] in ("write", "delete")]
     if not later and ":" in read["phase"]:
         return f"; {guard} wrote no watched probe after that"

@@ -8,7 +8,8 @@ How writes and reads are seen, without changing what the stack sees:
 * a module that owns a watched probe gets its ``__class__`` swapped for a subclass of its
   own class whose ``__setattr__``/``__delattr__`` record the write, then do it (identities,
   ``isinstance(m, ModuleType)`` and the module dict are untouched). Once a probe of that
-  module has been replaced, a second subclass also records reads of it by stack code;
+  module has been replaced, a second subclass also records reads of it by any code (torch's
+  own too: a failure's cause is often torch or Triton asking the redirected probe);
 * ``os.environ`` gets its class swapped the same way; Triton's ``DriverConfig`` instance too
   (reads of ``.active`` that create the driver, writes of ``_active``/``_default``);
 * ``builtins.__import__`` is wrapped so that an owner is wrapped as soon as it is imported;
@@ -49,6 +50,9 @@ _HELPER_SUFFIXES = (
 _STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
 _SITE = tuple(os.path.abspath(p) + os.sep for p in sys.path if "-packages" in p)
 _CHEAP_CALLS = {"is_available", "device_count", "get_device_name", "get_device_capability", "is_initialized"}
+# Asked again at a read, mid-run: questions that never initialise a device runtime (torch's
+# get_device_name/get_device_capability would start CUDA, which a stack may test for later).
+_READ_ANSWERS = {"is_available", "device_count", "is_initialized"}
 _PU1_WRITERS = {"rename_privateuse1_backend", "_rename_privateuse1_backend", "_setup_privateuseone_for_python_backend"}
 
 _TRACER: "Tracer | None" = None
@@ -130,6 +134,7 @@ class Tracer:
         self.saved: dict[str, dict] = {}  # saved-original attribute name -> {"saves", "seq", "read"}
         self.read_keys: dict[tuple, int] = {}
         self._reads_seen: dict[tuple, tuple | None] = {}  # (probe, code, line, saw, step) -> read_keys key
+        self.read_callers_of: dict[tuple, tuple] = {}  # read_keys key -> (caller path, line, reader's name)
         self.torch_dir = None
         self._roots: dict[str, str] = {}
         self.sys_paths = sorted({os.path.abspath(p) for p in sys.path if p}, key=len, reverse=True)
@@ -789,6 +794,14 @@ class Tracer:
         key = (probe["name"], path, reader.f_lineno, probe["last_seq"])
         self._reads_seen[seen] = key
         self.read_keys[key] = self.read_keys.get(key, 0) + 1
+        caller = reader.f_back
+        while caller is not None and (caller.f_code.co_filename.startswith("<frozen")
+                                      or caller.f_code.co_filename.startswith(_OWN_DIR)):
+            caller = caller.f_back
+        if caller is not None and key not in self.read_callers_of:
+            # Where the reader was called from: a reader that returns the answer hands the
+            # decision to that line (``if _native_cuda_available(): return``).
+            self.read_callers_of[key] = (caller.f_code.co_filename, caller.f_lineno, reader.f_code.co_name)
         if saved is not None and not saved["read"]:
             saved["read"] = True
         record = {
@@ -797,7 +810,7 @@ class Tracer:
             "saw": probe["last_seq"], "value": self.describe(value), "callers": self.read_callers(reader),
             "by": self.code_kind(path),
         }
-        if probe["attr"] in _CHEAP_CALLS and callable(value) and callable(probe["original"]) \
+        if probe["attr"] in _READ_ANSWERS and callable(value) and callable(probe["original"]) \
                 and not same_value(value, probe["original"]):
             # What the reader is about to be told, and what the original would tell it.
             record["answer"] = _answer(value)
