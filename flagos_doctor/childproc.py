@@ -119,13 +119,18 @@ def _remove_left_behind() -> None:
             continue
 
 
-def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
+def child_env(env: dict[str, str] | None = None, startup: str | None = None) -> dict[str, str]:
     """``env`` (default: this process's environment) with :func:`package_folder` first on
-    ``PYTHONPATH``: the environment every child of ours starts in."""
+    ``PYTHONPATH``: the environment every child of ours starts in.
+
+    ``startup``, a folder holding only a ``sitecustomize.py``, goes right after it: the
+    interpreter's own start-up hook, through which ``explain`` installs its watch in a
+    program of the user's (that ``sitecustomize`` chains to the one it shadows)."""
     env = dict(os.environ if env is None else env)
     folder = package_folder()
-    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != folder]
-    env["PYTHONPATH"] = os.pathsep.join([folder, *rest])
+    ours = [folder] + ([startup] if startup else [])
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in ours]
+    env["PYTHONPATH"] = os.pathsep.join([*ours, *rest])
     return env
 
 

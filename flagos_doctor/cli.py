@@ -29,7 +29,8 @@ app = typer.Typer(
         "and still agree with CPU? --compare A B diffs two runs.\n\n"
         "report: a Markdown environment report for a bug issue.\n\n"
         "suite: compare two pytest runs on the same collected set.\n\n"
-        "matrix: an operator-support table from many survey runs."
+        "matrix: an operator-support table from many survey runs.\n\n"
+        "explain: run your own failing program or pytest under the probe's watch; why each failure happened."
     ),
     no_args_is_help=True,
     add_completion=True,
@@ -209,7 +210,8 @@ def survey(
         "  flagos-doctor report > issue.md\n\n"
         "  flagos-doctor report --stack torch_fl --survey after.json --json bundle.json\n\n"
         "  flagos-doctor report --compare before.json after.json\n\n"
-        "  flagos-doctor report --compare flag_gems-4.2.0 flag_gems-5.0.2 --force --max-chars 60000"
+        "  flagos-doctor report --compare flag_gems-4.2.0 flag_gems-5.0.2 --force --max-chars 60000\n\n"
+        "  flagos-doctor report --explain why.json   # with `explain --json why.json -- CMD`"
     )
 )
 def report(
@@ -225,13 +227,14 @@ def report(
     max_chars: int = typer.Option(DEFAULT_MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
     timeout: float = typer.Option(120.0, callback=_seconds, help="Seconds for the probe child."),
     torch_fl_commit: Optional[str] = typer.Option(None, metavar="SHA", help=TORCH_FL_COMMIT_HELP),
+    explain: Optional[str] = typer.Option(None, "--explain", metavar="RESULT.json", help="Attach an `explain --json` document: why your program failed."),
 ):
     """Markdown for a GitHub bug issue: environment, runtime configuration, probe findings."""
     options = opts.ReportOptions(
         python=python, stack=stack, imports=list(imports), survey=survey_path, compare=compare,
         store=store, json_path=json_path, markdown_path=markdown_path, timeout=timeout,
         torch_fl_commit=torch_fl_commit, force=force,
-        max_chars=max_chars,
+        max_chars=max_chars, explain=explain,
     )
     with one_line_errors():
         from flagos_doctor.report import command
@@ -302,6 +305,43 @@ def matrix(
 
         code = command.run(options)
     raise typer.Exit(code or 0)
+
+
+@app.command(
+    context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
+    epilog=(
+        "Exit code: 1 when a failure of the program has a cause (a read of a probe the stack "
+        "redirected, on the failure's path); otherwise the program's own (128+N after signal N); "
+        "2 for bad usage. The program's stdin, stdout, stderr pass through; the view goes to stderr.\n\n"
+        "Examples:\n\n"
+        "  flagos-doctor explain -- python repro.py\n\n"
+        "  flagos-doctor explain --stack torch_fl --json why.json -- python -m pytest tests/test_compile.py -x\n\n"
+        "  flagos-doctor explain --watch torch.cuda.Stream --markdown why.md -- pytest -k compile\n\n"
+        "  flagos-doctor report --explain why.json > issue.md   # attach it to a bug report"
+    ),
+)
+def explain(
+    command: List[str] = typer.Argument(..., metavar="-- CMD [ARGS...]", help="The Python program to run: python repro.py, python -m pytest ..., or a console script of --python."),
+    stack: Optional[str] = typer.Option(None, show_default=False, help=f"Whose code the phases name. {STACK_HELP}"),
+    python: str = typer.Option(sys.executable, help="Interpreter that runs CMD's `python`; its folder holds CMD's console scripts (default: this one)."),
+    watch: List[str] = typer.Option([], metavar="DOTTED.NAME", help="Another probe to watch (repeatable)."),
+    watch_file: Optional[str] = typer.Option(None, metavar="YAML", help="YAML file listing more probes to watch."),
+    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH", help="Write the JSON document (schema flagos-doctor/explain/1)."),
+    markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH", help="Write Markdown for an issue."),
+    max_chars: int = typer.Option(DEFAULT_MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
+):
+    """Run your own failing Python program (or pytest) with the probe's watch installed from
+    interpreter start; say which redirected probe each failure read on its way."""
+    options = opts.ExplainOptions(
+        command=list(command), stack=stack, python=python, watch=list(watch), watch_file=watch_file,
+        json_path=json_path, markdown_path=markdown_path, max_chars=max_chars, quiet=quiet,
+    )
+    with one_line_errors():
+        from flagos_doctor.explain import command as explain_command
+
+        code = explain_command.run(options)
+    raise typer.Exit(code)
 
 
 def main() -> None:

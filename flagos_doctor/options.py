@@ -95,6 +95,7 @@ class ReportOptions:
     torch_fl_commit: str | None = None  # provenance for a torch_fl build that records none
     force: bool = False  # attach a comparison of runs that are not comparable
     max_chars: int = DEFAULT_MAX_CHARS
+    explain: str | None = None  # an `explain --json` document to attach
 
 
 @dataclass
@@ -133,3 +134,16 @@ def options_json(options: SurveyOptions) -> str:
 
 def options_from_json(text: str) -> SurveyOptions:
     return SurveyOptions(**json.loads(text))
+
+
+@dataclass
+class ExplainOptions:
+    command: list[str] = field(default_factory=list)  # CMD [ARGS...], after --
+    stack: str | None = None  # names the stack's code (phases); None: the default-stack rule
+    python: str = sys.executable  # runs CMD when it is `python ...`; its folder holds console scripts
+    watch: list[str] = field(default_factory=list)
+    watch_file: str | None = None
+    json_path: str | None = None  # a PATH: stdout is the program's
+    markdown_path: str | None = None
+    max_chars: int = DEFAULT_MAX_CHARS
+    quiet: bool = False

@@ -36,6 +36,8 @@ TERMINAL = "terminal"
 #: (``STDOUT``) or stderr (``STDOUT_ELSE_STDERR``); ``None`` shows none.
 STDOUT = "stdout"
 STDOUT_ELSE_STDERR = "stdout-else-stderr"
+#: ... or always stderr: where stdout belongs to someone else (``explain``'s program).
+STDERR = "stderr"
 
 
 #: Registered for every schema (the JSON view).
@@ -118,7 +120,7 @@ def emit(document: dict, to: dict[str, str | None], terminal: str | None = None,
          options: dict[str, dict] | None = None, view_despite_failure: bool = False) -> None:
     """Write ``document`` in each format of ``to`` (format -> PATH, ``-`` or None for none),
     in that order, then show its terminal view as ``terminal`` says (:data:`STDOUT`,
-    :data:`STDOUT_ELSE_STDERR` or None). ``options`` are each format's view options
+    :data:`STDOUT_ELSE_STDERR`, :data:`STDERR` or None). ``options`` are each format's view options
     (``{"markdown": page(...), "terminal": {"show_all": True}}``). A write that fails raises
     its BadInput at once; with ``view_despite_failure`` (the survey: its results are kept
     elsewhere by then), after the terminal view."""
@@ -145,10 +147,11 @@ def _show_on_terminal(document: dict, took_stdout: bool, options: dict) -> None:
     from flagos_doctor.console import output_console
 
     shown = view(document, TERMINAL)
-    shown.function(document, output_console(stderr=took_stdout, **shown.console), **options.get(TERMINAL, {}))
+    shown.function(document, output_console(stderr=took_stdout or terminal == STDERR, **shown.console),
+                   **options.get(TERMINAL, {}))
 
 
 register(ANY_SCHEMA, "json")(files.dump_json)
 
 __all__ = ["register", "render", "show", "plain", "emit", "as_written", "page", "write", "STDOUT",
-           "STDOUT_ELSE_STDERR", "TERMINAL", "DEFAULT_MAX_CHARS"]
+           "STDOUT_ELSE_STDERR", "STDERR", "TERMINAL", "DEFAULT_MAX_CHARS"]

@@ -197,6 +197,7 @@ VIEWS = {
     "flagos-doctor/attribution/1": ("json", "markdown", "terminal"),
     "flagos-doctor/suite-compare/1": ("json", "markdown", "terminal"),
     "flagos-doctor/matrix/1": ("json", "markdown", "csv", "terminal"),
+    "flagos-doctor/explain/1": ("json", "markdown", "terminal"),
 }
 
 
@@ -206,6 +207,7 @@ def test_every_command_registers_its_views_with_the_output_sink(schema):
     from flagos_doctor import output
     from flagos_doctor.compare import attribute_views as _attribution  # noqa: F401  (compare --attribute imports it)
     from flagos_doctor.compare import command as _compare  # noqa: F401
+    from flagos_doctor.explain import command as _explain  # noqa: F401
     from flagos_doctor.matrix import command as _matrix  # noqa: F401
     from flagos_doctor.probe import command as _probe  # noqa: F401
     from flagos_doctor.report import command as _report  # noqa: F401
@@ -221,7 +223,7 @@ def test_every_command_registers_its_views_with_the_output_sink(schema):
 def test_the_cli_names_its_command_modules_by_plain_imports():
     imported = _imported(os.path.join(PACKAGE, "cli.py"))
     assert "importlib" not in imported
-    for area in ("probe", "survey", "compare", "report", "suite", "matrix"):
+    for area in ("probe", "survey", "compare", "report", "suite", "matrix", "explain"):
         assert f"flagos_doctor.{area}.command" in imported, area
 
 

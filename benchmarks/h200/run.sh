@@ -21,6 +21,9 @@
 #   bash benchmarks/h200/run.sh full reference   # one process per overload, 26 of them, cold
 #   bash benchmarks/h200/run.sh full reference-warm   # the same on the warm caches
 #   bash benchmarks/h200/run.sh torch_fl ready   # probe + report of the ready 1adbc97 build
+#   bash benchmarks/h200/run.sh explain          # explain -- python3 -m pytest test_explain_compile.py
+#                                                # on the ready 1adbc97 build, and report --explain
+#                                                # (docs/explain.md; needs pytest: its wheels in .whl/deps)
 #   bash benchmarks/h200/run.sh torch_fl build A B  # build commits A and B of the history
 #                                                # bundle (torch_fl_build), probe each
 #
@@ -241,6 +244,22 @@ case "$step" in
         done
         ;;
     esac
+    ;;
+  explain)  # the user's own failing test, watched: a model compiled on the ready torch_fl 1adbc97
+    export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO
+    shared=${TORCH_FL_SHARED:-$( [ -d shared/torch-fl ] && echo shared/torch-fl || echo ../shared/torch-fl )}
+    [ -d /tmp/tfl-ready/h200_bundle ] || { mkdir -p /tmp/tfl-ready && tar xzf "$shared"/torch_fl-1adbc97-py312-torch2.11.0cu130-h200.tar.gz -C /tmp/tfl-ready; }
+    python3 -c "import pytest" 2>/dev/null || { echo "no pytest here: put its wheels (pytest, pluggy, iniconfig) in .whl/deps" >&2; exit 2; }
+    PYTHONPATH=/tmp/tfl-ready/h200_bundle:$PYTHONPATH python3 -m flagos_doctor explain --stack torch_fl \
+      --json "$OUT/explain-h200-torch_fl-ready.json" --markdown "$OUT/explain-h200-torch_fl-ready.md" \
+      -- python3 -m pytest -q -p no:cacheprovider benchmarks/h200/test_explain_compile.py \
+      > "$OUT/explain-h200-torch_fl-ready.out" 2>&1
+    echo "explain exit: $?"
+    tail -40 "$OUT/explain-h200-torch_fl-ready.out"
+    PYTHONPATH=/tmp/tfl-ready/h200_bundle:$PYTHONPATH python3 -m flagos_doctor report --stack torch_fl --timeout 300 \
+      --torch-fl-commit 1adbc97 --explain "$OUT/explain-h200-torch_fl-ready.json" \
+      --json "$OUT/report-h200-torch_fl-explain.json" --markdown "$OUT/report-h200-torch_fl-explain.md"
+    echo "report --explain exit: $?"
     ;;
   *) echo "unknown step $step" >&2; exit 2;;
 esac

@@ -699,7 +699,7 @@ class Tracer:
         classes = entry["classes"]
         if classes and isinstance(entry["obj"], types.ModuleType) and type(entry["obj"]) is classes[0] \
                 and not entry.get("writes_only"):
-            entry["obj"].__class__ = classes[1]
+            entry["obj"].__class__ = _reads_class_for(entry["obj"], classes[1])
 
     def module_setattr(self, owner, name, value, previous, frame, deleted=False) -> bool:
         """Record a write on a hooked owner; True when it was a watched probe (or a saved original)."""
@@ -1257,6 +1257,7 @@ def _traced_module_classes(base):
     base_getattribute = base.__getattribute__
 
     def __setattr__(self, name, value):
+        __tracebackhide__ = True  # pytest leaves our hook out of a failed test's traceback
         tracer = _TRACER
         if tracer is None or tracer.busy:
             return base_setattr(self, name, value)
@@ -1290,6 +1291,13 @@ def _traced_module_classes(base):
             tracer.busy = False
 
     def __getattribute__(self, name):
+        __tracebackhide__ = True  # pytest leaves our hook out of a failed test's traceback
+        data = base_getattribute(self, "__dict__")
+        if name not in data and "__getattr__" in data and not any(name in k.__dict__ for k in type(self).__mro__):
+            # Not from here: the module's own __getattr__ (which may warn, stacklevel=2, as
+            # torch's does for has_cuda) is called by Python itself, as our class's
+            # ``__getattr__`` (:func:`_reads_class_for`), with no frame of ours between.
+            raise AttributeError(name)
         value = base_getattribute(self, name)
         tracer = _TRACER
         if tracer is None or tracer.busy:
@@ -1310,6 +1318,26 @@ def _traced_module_classes(base):
     _MODULE_CLASSES[base] = (writes, reads)
     _OUR_CLASSES.update((writes, reads))
     return writes, reads
+
+
+_READS_PER_MODULE: dict = {}
+
+
+def _reads_class_for(module, reads):
+    """``reads``, or for a module with its own (PEP 562) ``__getattr__`` a subclass whose
+    class-level ``__getattr__`` is that very function: Python calls it from C when our
+    ``__getattribute__`` finds no such name, so a warning it issues names the program's line,
+    as without the probe (filters by module, once per place, unchanged)."""
+    getattr_ = object.__getattribute__(module, "__dict__").get("__getattr__")
+    if getattr_ is None:
+        return reads
+    key = (reads, id(getattr_))
+    klass = _READS_PER_MODULE.get(key)
+    if klass is None:
+        klass = type(reads.__name__, (reads,), {"__getattr__": staticmethod(getattr_), "__module__": reads.__module__})
+        _READS_PER_MODULE[key] = klass
+        _OUR_CLASSES.add(klass)
+    return klass
 
 
 def _traced_environ_class(base):
@@ -1349,6 +1377,7 @@ def _traced_driver_class(base):
     base_getattribute = base.__getattribute__
 
     def __getattribute__(self, name):
+        __tracebackhide__ = True  # pytest leaves our hook out of a failed test's traceback
         tracer = _TRACER
         if (
             name in ("active", "default")
@@ -1372,6 +1401,7 @@ def _traced_driver_class(base):
         return base_getattribute(self, name)
 
     def __setattr__(self, name, value):
+        __tracebackhide__ = True  # pytest leaves our hook out of a failed test's traceback
         tracer = _TRACER
         previous = _static_get(self, name)
         if tracer is None or tracer.busy:

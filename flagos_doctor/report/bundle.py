@@ -9,8 +9,9 @@ Keys: ``schema``, ``generated``, ``flagos_doctor``, ``stack`` {modules, device_t
 ``environment`` {python, packages, torch, stack, errors, child_end, tools, toolkits},
 ``runtime_config`` [{name, value | redacted}], ``template`` [{field, value}],
 ``probe`` {outcome, imports, phases, findings, probes, ...} | {error},
-optionally ``survey`` (with ``failure_groups``) and ``compare`` (only with ``--force`` for
-runs that are not comparable), and ``problems`` [str].
+optionally ``survey`` (with ``failure_groups``), ``compare`` (only with ``--force`` for
+runs that are not comparable) and ``explain`` (an ``explain --json`` document without its
+event stream), and ``problems`` [str].
 """
 
 from __future__ import annotations
@@ -60,6 +61,27 @@ def probe_piece(options: ReportOptions) -> dict:
         return {"error": str(exc)}
     except Exception as exc:  # a bug in the probe must not cost the user the report
         return {"error": f"the probe failed: {type(exc).__name__}: {exc}"}
+
+
+def explain_piece_or_raise(path: str) -> dict:
+    """An ``explain --json`` document (schema ``flagos-doctor/explain/*``) without its event
+    stream (kept as a count); BadInput naming the file when it cannot be read."""
+    from flagos_doctor import files
+    from flagos_doctor.explain import SCHEMA
+
+    document = files.load_json(path, SCHEMA.rsplit("/", 1)[0] + "/")
+    piece = {k: v for k, v in document.items() if k != "events"}
+    piece["event_count"] = len(document.get("events") or [])
+    piece["path"] = path
+    return piece
+
+
+def explain_piece(path: str) -> dict:
+    """:func:`explain_piece_or_raise`, or ``{path, error}`` (the file changed since it was checked)."""
+    try:
+        return explain_piece_or_raise(path)
+    except BadInput as exc:
+        return {"path": path, "error": str(exc)}
 
 
 def survey_piece(path: str) -> dict:
@@ -249,6 +271,10 @@ def collect(options: ReportOptions) -> dict:
         bundle["compare"] = compare_piece(options)
         if bundle["compare"].get("error"):
             problems.append(f"compare: {bundle['compare']['error']}")
+    if options.explain:
+        bundle["explain"] = explain_piece(options.explain)
+        if bundle["explain"].get("error"):
+            problems.append(f"explain: {bundle['explain']['error']}")
     bundle["problems"] = problems
     bundle = redact.scrub(bundle, redact.secret_values(os.environ))
     bundle["template"] = template_fields(bundle)

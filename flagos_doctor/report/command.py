@@ -17,6 +17,8 @@ from flagos_doctor.report import markdown  # noqa: F401  (registers the report's
 def run(options: ReportOptions) -> int:
     checks.writable_file(options.json_path, "--json")
     checks.writable_file(options.markdown_path, "--markdown")
+    if options.explain:  # a file the user named must be readable before the probe's minute starts
+        bundle_mod.explain_piece_or_raise(options.explain)
     bundle = output.as_written(bundle_mod.collect(options))
     markdown_path = options.markdown_path
     if markdown_path == "-" and options.json_path == "-":

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from flagos_doctor import output
 from flagos_doctor.compare import markdown as compare_markdown
+from flagos_doctor.explain import common as explain_common
+from flagos_doctor.explain import markdown as explain_markdown
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, code, details
 from flagos_doctor.report.bundle import REPORT_SCHEMA
 from flagos_doctor.stacks import torch_fl_bindings as bindings
@@ -174,6 +176,21 @@ def _survey(page: Page, survey: dict) -> None:
                        [f"- `{name}`: {verdict}" for name, verdict in failing.items()], 4, "overloads not STRICT")
 
 
+def _explain(page: Page, piece: dict) -> None:
+    """The failures of the user's own program and their causes (``report --explain``)."""
+    out = ["### Why the program failed (`flagos-doctor explain`)", ""]
+    if piece.get("error"):
+        page.add(out + [f"The explain document could not be read: {piece['error']}", ""])
+        return
+    page.add(out + [f"**{explain_common.headline(piece)}**", "",
+                    f"Command: {code(explain_common.command_text(piece))}", ""]
+             + explain_markdown.failures_lines(piece, level="####"))
+    for failure in piece.get("failures") or []:
+        if failure.get("traceback"):
+            page.add(details(f"Traceback of failure #{failure['id']}", explain_markdown.traceback_lines(failure)),
+                     2, f"the traceback of the program's failure #{failure['id']}")
+
+
 def _compare(page: Page, comparison: dict) -> None:
     if comparison.get("error"):
         arms = comparison.get("arms") or {}
@@ -208,6 +225,8 @@ def render(bundle: dict, max_chars: int = DEFAULT_MAX_CHARS,
     _probe(page, bundle.get("probe") or {"error": "not collected"})
     if "survey" in bundle:
         _survey(page, bundle["survey"])
+    if "explain" in bundle:
+        _explain(page, bundle["explain"])
     if "compare" in bundle:
         _compare(page, bundle["compare"])
     problems = bundle.get("problems") or []

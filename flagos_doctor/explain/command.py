@@ -1,0 +1,38 @@
+"""``flagos-doctor explain -- CMD``: run the program under the watch, show why it failed.
+
+Exit code: 1 when a failure of the program has a cause (a read of a redirected or replaced
+probe on its path); otherwise the program's own (128 + N for a program killed by signal N,
+as a shell says it); 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+from flagos_doctor import checks, output
+from flagos_doctor.errors import EXIT_FINDING, BadInput
+from flagos_doctor.explain import markdown, terminal  # noqa: F401  (they register the views)
+from flagos_doctor.explain.runner import run_explain
+from flagos_doctor.options import ExplainOptions
+
+
+def exit_code(document: dict) -> int:
+    """1 where a cause was found; else the program's return code (128 + N for signal N)."""
+    if document["causes"]:
+        return EXIT_FINDING
+    returncode = document["program"]["returncode"]
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run(options: ExplainOptions) -> int:
+    checks.interpreter(options.python, "--python")
+    for path, option in ((options.json_path, "--json"), (options.markdown_path, "--markdown")):
+        if path == "-":
+            raise BadInput("stdout is the program's; give a file", option)
+        checks.writable_file(path, option)
+    document = output.as_written(run_explain(options))
+    output.emit(
+        document, {"json": options.json_path, "markdown": options.markdown_path},
+        terminal=None if options.quiet else output.STDERR,
+        options={"markdown": output.page(options.max_chars, options.json_path,
+                                         "the JSON of `explain --json PATH -- CMD`")},
+    )
+    return exit_code(document)

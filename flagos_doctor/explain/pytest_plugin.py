@@ -1,0 +1,44 @@
+"""Child side of ``explain`` when the program is pytest: each test a phase, each failed test a failure.
+
+Loaded only for an ``explain`` run, through pytest's own plugin mechanism (the parent adds
+this module to ``PYTEST_PLUGINS``). It does nothing unless :mod:`.startup` installed the
+watch in this process: a pytest that the program starts in a subprocess runs unwatched.
+Records: ``failure`` (``kind: test``) and ``test``, as :mod:`.startup` lists them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from flagos_doctor.explain import startup
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """The test's reads and writes carry its node id as their step."""
+    watch = startup.WATCH
+    if watch is not None:
+        watch.tracer.begin_step(f"test {item.nodeid}", watch.dirs)
+    try:
+        yield
+    finally:
+        if watch is not None:  # back to the run between tests, without a phase of its own each time
+            watch.tracer.end_step()
+            watch.tracer.step = "program"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    watch = startup.WATCH
+    if watch is None:
+        return
+    try:
+        report = outcome.get_result()
+        if report.failed and call.excinfo is not None:
+            watch.failure("test", call.excinfo.value, call.excinfo.tb, test=item.nodeid, when=report.when)
+        if report.when == "call" or not report.passed:
+            watch.tracer.emit({"record": "test", "nodeid": item.nodeid, "when": report.when,
+                               "outcome": report.outcome})
+    except Exception:
+        pass  # the watch must never cost the program a test result
