@@ -218,8 +218,9 @@ class WorkerProcess:
             return "ended"
 
     def scrub(self, obj):
-        """``obj`` without the secrets of the worker's environment (:mod:`flagos_doctor.redact`)."""
-        return redact.scrub(obj, self._secrets)
+        """``obj`` without the secrets of the worker's environment, those it started with and
+        those its channel announced since (:mod:`flagos_doctor.redact`)."""
+        return redact.scrub(obj, sorted({*self._secrets, *redact.secret_values({}, learned=True)}, key=len, reverse=True))
 
     def _scrubbing(self, report):
         return lambda event: report(Event(event.kind, event.overload, self.scrub(event.data)))
