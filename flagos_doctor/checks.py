@@ -22,10 +22,36 @@ from flagos_doctor.errors import BadInput
 _DEVICE = re.compile(r"^(\d+|(GPU|MIG)-[A-Za-z0-9/-]+)$")
 
 
+#: The shortest timeout taken: below it a healthy case, or a worker's start, would time
+#: out every time (``--timeout 1e-9`` recorded every case as a crash and took minutes).
+MIN_SECONDS = 1.0
+#: The longest: a week. Beyond it a deadline no longer fits the clocks and selectors that
+#: wait for it (``1e308`` overflowed), and no case is meant to run that long.
+MAX_SECONDS = 7 * 24 * 3600.0
+#: The most extra runs of a failing case (``--repeats``): each is a fresh worker's start.
+MAX_REPEATS = 100
+
+
 def seconds(value: float, option: str = "--timeout") -> float:
-    """``value`` when it is a finite positive number of seconds (not ``inf``, not ``nan``)."""
+    """``value`` when it is a finite number of seconds from :data:`MIN_SECONDS` to
+    :data:`MAX_SECONDS` (not ``inf``, not ``nan``, not ``1e-9``)."""
     if not math.isfinite(value) or value <= 0:
         raise BadInput(f"must be a finite positive number of seconds, not {value!r}", option)
+    if value < MIN_SECONDS:
+        raise BadInput(f"{value:g} s is too short: a worker needs at least {MIN_SECONDS:g} s to answer, "
+                       "so every case would time out", option)
+    if value > MAX_SECONDS:
+        raise BadInput(f"{value:g} s is more than a week ({MAX_SECONDS:g} s), the longest wait taken", option)
+    return value
+
+
+def repeats(value: int, option: str = "--repeats") -> int:
+    """``value`` when it is 0 to :data:`MAX_REPEATS` extra runs of each failing case."""
+    if value < 0:
+        raise BadInput(f"must be 0 or more, not {value}", option)
+    if value > MAX_REPEATS:
+        raise BadInput(f"{value} is more than {MAX_REPEATS}: each repeat of each failing case starts a fresh worker; "
+                       "a few tell a flaky case apart", option)
     return value
 
 

@@ -56,8 +56,7 @@ def _validate(options: SurveyOptions) -> None:
     checks.seconds(options.start_timeout, "--start-timeout")
     if options.baseline not in BASELINES:
         raise BadInput(f"--baseline must be one of {', '.join(BASELINES)}, not {options.baseline!r}")
-    if options.repeats < 0:
-        raise BadInput("--repeats must be 0 or more")
+    checks.repeats(options.repeats)
     checks.interpreter(options.python, "--python")
     if options.hints is not None and not options.hints:
         raise BadInput("--hints needs a survey results file")
@@ -342,18 +341,21 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
     doc = document()
     done = all(name in journal.finished for name in selected)
     journal.close(done, doc)
+    # The results file holds the survey by now: a store or a copy that cannot be written
+    # (a full disk) is one line after the summary, and nothing is lost.
+    unwritten = None
     if done and doc["complete"] and not options.no_store:
         store = Store(options.store)
         doc_key = provenance.get("store_key") or f"{options.stack}-unknown"
-        filed = store.file("survey", doc_key, comparable.fingerprint(journal.comparable), journal.output)
-        provenance["store_path"] = filed
-    # The results file and the store hold the survey by now: a copy that cannot be written
-    # (a full disk) is one line after the summary, and nothing is lost.
-    unwritten = None
+        try:
+            provenance["store_path"] = store.file("survey", doc_key, comparable.fingerprint(journal.comparable),
+                                                  journal.output)
+        except BadInput as exc:
+            unwritten = BadInput(f"{exc}; the results file {journal.output} has the run: file it later", "--store")
     try:
         _write_outputs(options, doc)
     except BadInput as exc:
-        unwritten = exc
+        unwritten = unwritten or exc
     if not options.quiet:
         stream_is_json = options.json_path == "-"
         from flagos_doctor.console import output_console
