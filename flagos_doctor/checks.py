@@ -114,7 +114,10 @@ def writable_file(path: str | None, option: str) -> None:
     """``path`` can be (re)placed by an atomic write; ``-`` (stdout) and None pass."""
     if path is None or path == "-":
         return
-    target = os.path.abspath(path)
+    if not path:
+        raise BadInput("is empty: give a file name", option)
+    # Through any symlink (a dangling one too): the file written is the one it points to.
+    target = os.path.realpath(path)
     if os.path.isdir(target):
         raise BadInput(f"{path} is a directory; give a file name", option)
     if os.path.lexists(target) and not stat.S_ISREG(os.stat(target).st_mode):
@@ -124,6 +127,8 @@ def writable_file(path: str | None, option: str) -> None:
 
 def writable_folder(path: str, option: str) -> None:
     """``path`` is (or can be made) a folder that files can be written in."""
+    if not path:
+        raise BadInput("is empty: give a folder", option)
     target = os.path.abspath(path)
     if os.path.lexists(target) and not os.path.isdir(target):
         raise BadInput(f"{path} is not a folder", option)

@@ -23,3 +23,27 @@ class BadInput(Exception):
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}" if self.where else self.message
+
+
+def excerpt(value, limit: int = 80) -> str:
+    """A short ``repr`` of ``value`` from a user's file, for an error line.
+
+    Bounded whatever ``value`` is: a YAML alias repeated in a list expands to a structure
+    whose full repr runs to hundreds of MB (one "one-line" error was 351 MB)."""
+    import reprlib
+
+    shorter = reprlib.Repr()
+    shorter.maxstring = shorter.maxother = limit
+    shorter.maxlevel = 2
+    shorter.maxlist = shorter.maxtuple = shorter.maxdict = shorter.maxset = 4
+    text = shorter.repr(value)
+    return text if len(text) <= limit + 20 else text[:limit] + "..."
+
+
+def check_keys(mapping: dict, where: str) -> dict:
+    """``mapping`` when every key is a string; BadInput naming ``where`` otherwise (a YAML
+    ``1: x`` beside ``name: y`` made sorting the keys a TypeError)."""
+    for key in mapping:
+        if not isinstance(key, str):
+            raise BadInput(f"key {excerpt(key)} is a {type(key).__name__}: expected a field name", where)
+    return mapping

@@ -39,6 +39,18 @@ def describe_kind(mode: int) -> str:
     return "not a regular file"
 
 
+def refuse_special(path: str, where: str | None = None) -> None:
+    """BadInput when ``path`` exists but is no regular file (a directory, a FIFO, a device):
+    for an argument that may name a file or something else (a store key), so a FIFO or
+    ``/dev/zero`` is called what it is, never looked up as a key nor read."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return
+    if not stat.S_ISREG(mode):
+        raise BadInput(f"{describe_kind(mode)}, not a regular file", where or path)
+
+
 def read_regular_text(path: str | os.PathLike, max_bytes: int, what: str = "file", where: str | None = None) -> str:
     """The text of ``path``, which must be a regular file of at most ``max_bytes``.
 

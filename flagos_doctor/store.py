@@ -93,6 +93,7 @@ class Store:
 
         Raises BadInput when nothing matches or when the prefix is ambiguous.
         """
+        files.refuse_special(ref)
         if os.path.isfile(ref):
             return ref
         matches = [e for e in self.entries(kind) if e.key.startswith(ref)]

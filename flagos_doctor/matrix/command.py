@@ -6,7 +6,7 @@ an unreadable results file, two outputs on standard output).
 
 from __future__ import annotations
 
-from flagos_doctor import output
+from flagos_doctor import checks, output
 from flagos_doctor.errors import BadInput
 from flagos_doctor.markdown import full_record
 from flagos_doctor.matrix import build, csv_format, markdown, sources, terminal  # noqa: F401  (views register)
@@ -20,6 +20,8 @@ def run(options: MatrixOptions) -> int:
     outputs = [p for p in (options.json_path, options.csv_path, options.markdown_path) if p]
     if outputs.count("-") > 1:
         raise BadInput("only one of --json, --csv and --markdown can write to standard output (-)")
+    for path, option in ((options.json_path, "--json"), (options.csv_path, "--csv"), (options.markdown_path, "--markdown")):
+        checks.writable_file(path, option)
     runs = sources.find(list(options.results), Store(options.store))
     matrix = build.build([
         {"document": r.document, "facts": sources.describe(r.document), "ref": r.ref, "path": r.path,

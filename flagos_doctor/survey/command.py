@@ -13,6 +13,7 @@ run the same command again to resume).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -58,10 +59,11 @@ def _validate(options: SurveyOptions) -> None:
         raise BadInput(f"--baseline must be one of {', '.join(BASELINES)}, not {options.baseline!r}")
     checks.repeats(options.repeats)
     checks.interpreter(options.python, "--python")
+    stacks.check(options.stack, options.python)
     if options.hints is not None and not options.hints:
         raise BadInput("--hints needs a survey results file")
     # Every place the survey will write, tried now: not after an hour of cases.
-    checks.writable_file(options.output or default_output(options.stack), "--output")
+    checks.writable_file(options.output if options.output is not None else default_output(options.stack), "--output")
     checks.writable_file(options.census_path, "--census")
     checks.writable_file(options.json_path, "--json")
     if not options.no_store:
@@ -155,6 +157,10 @@ def run(options: SurveyOptions) -> int:
 
 def _run(options: SurveyOptions) -> int:
     _validate(options)
+    # The results file by what it is, not by the name given: through a symlink (dangling
+    # too) the file written, locked and resumed is the one it points to, so two surveys
+    # reaching one file by two names hold one lock.
+    options = dataclasses.replace(options, output=os.path.realpath(options.output or default_output(options.stack)))
     # A results file whose case seconds order this run (:mod:`.history`): read and checked
     # before any work, a bad one is one line.
     given_hints = results.load(options.hints) if options.hints else None
