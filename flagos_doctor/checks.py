@@ -86,7 +86,32 @@ def interpreter(path: str, option: str = "--python") -> str:
         raise BadInput(f"{path} is a directory, not an interpreter", option)
     if not os.access(found, os.X_OK):
         raise BadInput(f"{path} is not executable", option)
+    _answers_as_python(path, option)
     return path
+
+
+#: What a Python interpreter prints for :func:`_answers_as_python` (nothing else does).
+_PYTHON_ANSWER = "flagos-doctor-python-check"
+
+
+def _answers_as_python(path: str, option: str) -> None:
+    """BadInput unless ``path -c ...`` runs as a Python 3.9+ would (``/bin/ls`` or
+    ``/bin/false`` as ``--python`` otherwise failed later with a raw or empty reason)."""
+    import subprocess
+
+    script = f"import sys; print('{_PYTHON_ANSWER}', *sys.version_info[:2])"
+    try:
+        done = subprocess.run([path, "-c", script], stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise BadInput(f"{path} is not a Python interpreter: it did not answer `-c` within 60 s", option) from None
+    except OSError as exc:
+        raise BadInput(f"{path} cannot be run: {exc.strerror or exc}", option) from None
+    words = done.stdout.decode("utf-8", "replace").split()
+    if done.returncode != 0 or len(words) != 3 or words[0] != _PYTHON_ANSWER:
+        how = f"exited with status {done.returncode}" if done.returncode else "printed something else"
+        raise BadInput(f"{path} is not a Python interpreter: asked to run Python code (-c) it {how}", option)
+    if (int(words[1]), int(words[2])) < (3, 9):
+        raise BadInput(f"{path} is Python {words[1]}.{words[2]}: the stack's Python must be 3.9 or newer", option)
 
 
 def _nearest_existing(folder: str) -> str:

@@ -124,6 +124,8 @@ def _start_first(workers: pool_module.Pool, stack: str) -> pool_module.WorkerPro
 def _stack_failed(exc: pool_module.StackFailed, stack: str):
     if exc.missing:
         raise stacks.not_importable(stack)
+    if exc.bad_input:
+        raise BadInput(exc.bad_input, "--device")
     raise SurveyFailed(str(exc))
 
 
@@ -209,8 +211,6 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
     else:
         route_set = _route_set(options, config)
     selected = routes.select(route_set, options.ops)
-    if first is None:
-        workers.prestart(len(selected))
     output = options.output or default_output(options.stack)
     setup = {
         "harness_version": model.HARNESS_VERSION,
@@ -222,6 +222,10 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
     }
     journal = Journal(output, setup)
     journal.load()  # refuses another setup before any case runs
+    if first is None and _nothing_to_run(options, journal, selected):
+        return _already_complete(options, journal, selected)
+    if first is None:
+        workers.prestart(len(selected))
 
     started = _now()
     clock = time.monotonic()
@@ -381,7 +385,58 @@ def _survey(options: SurveyOptions, spec, spec_dict: dict, config: pool_module.W
             raise stacks.not_importable(options.stack)
         print(f"flagos-doctor: survey stopped: {fatal['message']}", file=sys.stderr)
         return EXIT_FINDING
-    return EXIT_OK if done else EXIT_FINDING
+    return _exit_code(options, doc, selected) if done else EXIT_FINDING
+
+
+def crashed_or_timed_out(document: dict, selected) -> list[str]:
+    """``overload/profile`` of every selected case whose last word is CRASH or TIMEOUT."""
+    overloads = document.get("overloads") or {}
+    return [f"{name}/{case.get('profile')}" for name in selected
+            for case in (overloads.get(name) or {}).get("cases") or []
+            if case.get("status") in (model.CRASH, model.TIMEOUT)]
+
+
+def _exit_code(options: SurveyOptions, document: dict, selected) -> int:
+    """0 when every selected overload got a verdict and no case crashed or timed out; 1
+    when one did: a worker killed by a signal or a hang is the stack's failure, whatever
+    verdict the overload's other cases give it (other verdicts are measured, not judged:
+    ``--compare`` judges them)."""
+    crashed = crashed_or_timed_out(document, selected)
+    if not crashed:
+        return EXIT_OK
+    if not options.quiet:
+        shown = ", ".join(crashed[:5]) + (f" and {len(crashed) - 5} more" if len(crashed) > 5 else "")
+        print(f"flagos-doctor: {len(crashed)} case{'s' if len(crashed) != 1 else ''} crashed or timed out "
+              f"({shown}): exit 1", file=sys.stderr)
+    return EXIT_FINDING
+
+
+def _nothing_to_run(options: SurveyOptions, journal: Journal, selected) -> bool:
+    """Whether the results file already holds every selected overload, confirmed: then no
+    worker is started at all."""
+    if options.rerun or not selected or journal.previous is None or journal.partial or os.path.exists(journal.path):
+        return False  # a journal left by a killed run is compacted by a normal start
+    if any(name not in journal.finished for name in selected):
+        return False
+    finished = {name: journal.finished[name] for name in selected}
+    return not confirm.to_repeat(finished, options.repeats) and (
+        options.baseline == "none" or not confirm.to_baseline(finished))
+
+
+def _already_complete(options: SurveyOptions, journal: Journal, selected) -> int:
+    """A results file that already has the survey: its outputs, its view, its exit code;
+    no worker started, nothing rewritten."""
+    doc = journal.previous
+    _write_outputs(options, doc)
+    if not options.quiet:
+        from flagos_doctor.console import output_console
+
+        stream_is_json = options.json_path == "-"
+        output_console(stderr=True).print(
+            f"complete: {len(selected)} overloads from {journal.output}, nothing run; --rerun to run them again",
+            markup=False)
+        show(doc, output_console(stderr=stream_is_json), output=journal.output)
+    return _exit_code(options, doc, selected)
 
 
 def _measured(previous: dict | None) -> dict[str, str]:

@@ -39,9 +39,10 @@ MAX_IDLE_DEATHS = 2
 class StackFailed(Exception):
     """A worker could not set the stack up (``missing``: the stack module does not exist)."""
 
-    def __init__(self, message: str, missing: bool = False):
+    def __init__(self, message: str, missing: bool = False, bad_input: str | None = None):
         super().__init__(message)
         self.missing = missing
+        self.bad_input = bad_input  # the user's option at fault (--device), its message alone
 
 
 @dataclass
@@ -153,7 +154,8 @@ class WorkerProcess:
         record = self.scrub(record)
         if record.get("record") != "ready":
             self.close()
-            raise StackFailed(f"stack {config.stack!r} failed to start: {record.get('error')}", bool(record.get("missing")))
+            raise StackFailed(f"stack {config.stack!r} failed to start: {record.get('error')}", bool(record.get("missing")),
+                              str(record.get("error", "")).split(": ", 1)[-1] if record.get("bad_input") else None)
         self.ready = record
         self.start_seconds = time.monotonic() - clock
 
