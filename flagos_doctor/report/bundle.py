@@ -217,12 +217,10 @@ def collect(options: ReportOptions, progress=lambda step: None) -> dict:
     which and why). ``progress(step)`` is told each step as it starts."""
     modules, device_type = stack_modules(options)
     problems = []
-    pieces = {}
+    pieces = {}  # read before any progress is said: a bad file stays one line
     if options.survey:
-        progress(f"reading {options.survey}")
         pieces["survey"] = survey_piece(options.survey)
     if options.compare:
-        progress(f"comparing {options.compare[0]} with {options.compare[1]}")
         pieces["compare"] = compare_piece(options)
     progress(f"describing the environment of {options.python}")
     interpreter = environment.collect_interpreter(options.python, options.stack, modules, options.timeout)

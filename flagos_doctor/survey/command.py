@@ -419,8 +419,9 @@ def _nothing_to_run(options: SurveyOptions, journal: Journal, selected) -> bool:
     if any(name not in journal.finished for name in selected):
         return False
     finished = {name: journal.finished[name] for name in selected}
-    return not confirm.to_repeat(finished, options.repeats) and (
-        options.baseline == "none" or not confirm.to_baseline(finished))
+    # The native path the run before found (None: the stack has none) is the one a worker would find.
+    native = ((journal.previous.get("provenance") or {}).get("baseline")) if options.baseline == "native" else None
+    return not confirm.to_repeat(finished, options.repeats) and not (native and confirm.to_baseline(finished))
 
 
 def _already_complete(options: SurveyOptions, journal: Journal, selected) -> int:
