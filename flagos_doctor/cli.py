@@ -390,7 +390,7 @@ HELP_WIDTH = 250
 
 def _help_outside_a_terminal(argv: list[str]) -> bool:
     wants_help = not argv or any(arg in ("--help", "-h") for arg in argv)
-    return wants_help and not sys.stdout.isatty() and not os.environ.get("TERMINAL_WIDTH")
+    return wants_help and not sys.stdout.isatty() and not (os.environ.get("TERMINAL_WIDTH") or os.environ.get("COLUMNS"))
 
 
 def _usage_line(exc) -> str:
