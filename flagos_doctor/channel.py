@@ -60,6 +60,8 @@ class ChildChannel:
         self._pending = b""
         self._nonce = nonce
         self._announced: set[str] = set()
+        self._environ: dict | None = None
+        self._secrets: list[str] = []
 
     @classmethod
     def from_env(cls) -> "ChildChannel":
@@ -75,7 +77,10 @@ class ChildChannel:
         return opened
 
     def emit(self, record: dict) -> None:
-        secrets = redact.secret_values(os.environ)
+        environ = dict(os.environ)
+        if environ != self._environ:  # the secrets found again only when the environment changed
+            self._environ, self._secrets = environ, redact.secret_values(environ)
+        secrets = self._secrets
         new = [value for value in secrets if value not in self._announced]
         if new:
             self._announced.update(new)

@@ -29,7 +29,8 @@ SETUP_KEY = "setupkey-2b8d4e6f19"  # a secret only the stack's setup() knows (MY
 URL_PASSWORD = "url/pw-9c4e1a7b"  # a URL's password holding a "/"
 BEARER = "bearer0token0d41c9e2ab"
 DSN_PASSWORD = "dsnpw-5e7c2a8d"
-ALL = (ENV_TOKEN, SETUP_KEY, URL_PASSWORD, BEARER, DSN_PASSWORD)
+PATH_PASSWORD = "pathpw-3d9a1f0c"  # a URL's password inside a folder's name
+ALL = (ENV_TOKEN, SETUP_KEY, URL_PASSWORD, BEARER, DSN_PASSWORD, PATH_PASSWORD)
 
 
 def one_line_error(done, code=2) -> str:
@@ -127,12 +128,13 @@ def setup():
 def test_secrets_reach_no_file_store_stream_or_journal(tmp_path):
     (tmp_path / "keystack.py").write_text(KEY_STACK)
     # The conf's path holds a URL's credentials, a password= and the environment token.
-    folder = tmp_path / "https:" / f"bot:{URL_PASSWORD.replace('/', '_')}@host" / f"password={DSN_PASSWORD}" / ENV_TOKEN
+    folder = tmp_path / "https:" / f"bot:{PATH_PASSWORD}@host" / f"password={DSN_PASSWORD}" / ENV_TOKEN
     folder.mkdir(parents=True)
     conf = folder / "keys.conf"
     conf.write_text("neg = flagos_python\ntrunc = flagos_python\nabs = flagos_python\n")
-    out = tmp_path / "out"
-    out.mkdir()
+    # So do the results file's and the store's: the "results:" and "filed in the store:" lines quote them.
+    out = tmp_path / "out" / "s3:" / f"bot:{PATH_PASSWORD}@bucket" / ENV_TOKEN
+    out.mkdir(parents=True)
     env = {"PYTHONPATH": os.pathsep.join((str(tmp_path), REPO_ROOT)), "HF_TOKEN": ENV_TOKEN}
     done = run_cli("survey", "--stack", "keystack", "--conf", str(conf), "--store", str(out / "store"), "-o", "r.json",
                    "--json", "copy.json", "--census", "c.txt", "--repeats", "0", "--baseline", "none",
@@ -144,6 +146,7 @@ def test_secrets_reach_no_file_store_stream_or_journal(tmp_path):
     crashed = [case for case in doc["overloads"]["trunc"]["cases"] if case["status"] == "CRASH"]
     assert crashed and any("about to crash with <redacted>" in case.get("stderr_tail", "") for case in crashed)
     assert list((out / "store").rglob("*.json")), "the run was filed in the store"
+    assert "results: " in done.stdout and "filed in the store: " in done.stdout
     assert no_secret_anywhere(out, done.stdout, done.stderr) >= 4
     # A resumed run (everything finished: nothing run) prints it all again, still clean.
     again = run_cli("survey", "--stack", "keystack", "--conf", str(conf), "--no-store", "-o", "r.json",
