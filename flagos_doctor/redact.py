@@ -39,7 +39,8 @@ AUTH_SCHEME = re.compile(r"(?P<key>\bbearer[ \t]+)(?P<pw>[A-Za-z0-9._~+/=-]{8,})
 AUTH_HEADER = re.compile(r"(?P<key>\b(?:proxy-)?authorization[ \t]*[:=][ \t]*(?:[A-Za-z]+[ \t]+(?=[^\s\"',;]))?)"
                          r"(?P<pw>[^\s\"',;]+)", re.IGNORECASE)
 #: ``NAME=value`` as in an environment dump or a ``.env`` file; masked when NAME says secret.
-ASSIGNMENT = re.compile(r"(?P<name>\b[A-Z][A-Z0-9_]*)(?P<eq>[ \t]*=[ \t]*)(?P<value>[^\s\x00]+)")
+#: (A value already masked, ``<redacted: why>``, is left as it is: scrubbing twice changes nothing.)
+ASSIGNMENT = re.compile(r"(?P<name>\b[A-Z][A-Z0-9_]*)(?P<eq>[ \t]*=[ \t]*)(?P<value>(?!<redacted)[^\s\x00]+)")
 #: A scheme's end: ``:/`` or ``://`` (found with str.find; the scheme is read backwards).
 _SCHEME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-")
 _MAX_SCHEME = 32
