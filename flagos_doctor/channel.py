@@ -12,6 +12,19 @@ its other keys are that record's fields; a request names its operation under ``"
 The child finds its two descriptors in the environment variable ``FLAGOS_DOCTOR_CHANNEL``
 (``"<read_fd>,<write_fd>"``). This module is imported by children before torch, so it uses
 the standard library alone.
+
+Only the harness speaks on the channel. The stack runs in the same process and can find the
+record pipe (the variable, ``/proc/self/fd``) and write a forged ``{"record": "case",
+"status": "PASS"}`` to it; so the parent's first request, sent before the child imports
+anything, is a fresh random ``nonce`` that only this module holds (never in the
+environment, which ``/proc/self/environ`` shows), every record carries it, and the parent
+keeps only records that do (:class:`flagos_doctor.childproc.Child`).
+
+Secrets: every record is scrubbed here, with the child's own environment at the time it is
+emitted (a stack's ``setup()`` may have set ``MY_API_KEY`` the parent never saw), and
+before it, whenever that environment holds new secret values, a ``{"record": "secrets",
+"values": [...]}`` tells the parent what to hide in everything else it writes (the child's
+stderr tail, a crash log): :func:`flagos_doctor.redact.remember`.
 """
 
 from __future__ import annotations
@@ -20,7 +33,13 @@ import json
 import os
 import threading
 
+from flagos_doctor import redact
+
 ENV_VAR = "FLAGOS_DOCTOR_CHANNEL"
+#: The key of every record's nonce, and the parent's first request (``{"op": "hello", NONCE: ...}``).
+NONCE = "channel_nonce"
+#: The record that announces the child's secret values (consumed by the parent, never kept).
+SECRETS_RECORD = "secrets"
 
 
 def _jsonable(obj):
@@ -36,21 +55,45 @@ def encode(record: dict) -> bytes:
 class ChildChannel:
     """The child's end: ``emit`` records to the parent, ``receive`` requests from it."""
 
-    def __init__(self, read_fd: int | None, write_fd: int):
+    def __init__(self, read_fd: int | None, write_fd: int, nonce: str | None = None):
         self._read_fd = read_fd
         self._write_fd = write_fd
         self._pending = b""
         # Records may come from more than one thread (a survey worker announces compile
         # waits from whichever thread compiles): one record's bytes never interleave.
         self._write_lock = threading.Lock()
+        self._nonce = nonce
+        self._announced: set[str] = set()
+        self._environ: dict | None = None
+        self._secrets: list[str] = []
 
     @classmethod
     def from_env(cls) -> "ChildChannel":
-        """Open the channel named by ``FLAGOS_DOCTOR_CHANNEL``; raise KeyError if absent."""
+        """Open the channel named by ``FLAGOS_DOCTOR_CHANNEL`` and read the parent's nonce
+        (its first request); raise KeyError if the variable is absent."""
         read_fd, write_fd = (int(x) for x in os.environ[ENV_VAR].split(","))
-        return cls(read_fd if read_fd >= 0 else None, write_fd)
+        opened = cls(read_fd if read_fd >= 0 else None, write_fd)
+        hello = opened.receive()
+        if hello is not None and hello.get("op") == "hello":
+            opened._nonce = hello.get(NONCE)
+        elif hello is not None:  # a parent of another version: no nonce, keep its request
+            opened._pending = encode(hello) + opened._pending
+        return opened
 
     def emit(self, record: dict) -> None:
+        environ = dict(os.environ)
+        if environ != self._environ:  # the secrets found again only when the environment changed
+            self._environ, self._secrets = environ, redact.secret_values(environ)
+        secrets = self._secrets
+        new = [value for value in secrets if value not in self._announced]
+        if new:
+            self._announced.update(new)
+            self._write({"record": SECRETS_RECORD, "values": new})
+        self._write(redact.scrub(record, secrets))
+
+    def _write(self, record: dict) -> None:
+        if self._nonce is not None:
+            record = {**record, NONCE: self._nonce}
         data = encode(record)
         view = memoryview(data)
         with self._write_lock:

@@ -22,10 +22,36 @@ from flagos_doctor.errors import BadInput
 _DEVICE = re.compile(r"^(\d+|(GPU|MIG)-[A-Za-z0-9/-]+)$")
 
 
+#: The shortest timeout taken: below it a healthy case, or a worker's start, would time
+#: out every time (``--timeout 1e-9`` recorded every case as a crash and took minutes).
+MIN_SECONDS = 1.0
+#: The longest: a week. Beyond it a deadline no longer fits the clocks and selectors that
+#: wait for it (``1e308`` overflowed), and no case is meant to run that long.
+MAX_SECONDS = 7 * 24 * 3600.0
+#: The most extra runs of a failing case (``--repeats``): each is a fresh worker's start.
+MAX_REPEATS = 100
+
+
 def seconds(value: float, option: str = "--timeout") -> float:
-    """``value`` when it is a finite positive number of seconds (not ``inf``, not ``nan``)."""
+    """``value`` when it is a finite number of seconds from :data:`MIN_SECONDS` to
+    :data:`MAX_SECONDS` (not ``inf``, not ``nan``, not ``1e-9``)."""
     if not math.isfinite(value) or value <= 0:
         raise BadInput(f"must be a finite positive number of seconds, not {value!r}", option)
+    if value < MIN_SECONDS:
+        raise BadInput(f"{value:g} s is too short: a worker needs at least {MIN_SECONDS:g} s to answer, "
+                       "so every case would time out", option)
+    if value > MAX_SECONDS:
+        raise BadInput(f"{value:g} s is more than a week ({MAX_SECONDS:g} s), the longest wait taken", option)
+    return value
+
+
+def repeats(value: int, option: str = "--repeats") -> int:
+    """``value`` when it is 0 to :data:`MAX_REPEATS` extra runs of each failing case."""
+    if value < 0:
+        raise BadInput(f"must be 0 or more, not {value}", option)
+    if value > MAX_REPEATS:
+        raise BadInput(f"{value} is more than {MAX_REPEATS}: each repeat of each failing case starts a fresh worker; "
+                       "a few tell a flaky case apart", option)
     return value
 
 
@@ -60,7 +86,32 @@ def interpreter(path: str, option: str = "--python") -> str:
         raise BadInput(f"{path} is a directory, not an interpreter", option)
     if not os.access(found, os.X_OK):
         raise BadInput(f"{path} is not executable", option)
+    _answers_as_python(path, option)
     return path
+
+
+#: What a Python interpreter prints for :func:`_answers_as_python` (nothing else does).
+_PYTHON_ANSWER = "flagos-doctor-python-check"
+
+
+def _answers_as_python(path: str, option: str) -> None:
+    """BadInput unless ``path -c ...`` runs as a Python 3.9+ would (``/bin/ls`` or
+    ``/bin/false`` as ``--python`` otherwise failed later with a raw or empty reason)."""
+    import subprocess
+
+    script = f"import sys; print('{_PYTHON_ANSWER}', *sys.version_info[:2])"
+    try:
+        done = subprocess.run([path, "-c", script], stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise BadInput(f"{path} is not a Python interpreter: it did not answer `-c` within 60 s", option) from None
+    except OSError as exc:
+        raise BadInput(f"{path} cannot be run: {exc.strerror or exc}", option) from None
+    words = done.stdout.decode("utf-8", "replace").split()
+    if done.returncode != 0 or len(words) != 3 or words[0] != _PYTHON_ANSWER:
+        how = f"exited with status {done.returncode}" if done.returncode else "printed something else"
+        raise BadInput(f"{path} is not a Python interpreter: asked to run Python code (-c) it {how}", option)
+    if (int(words[1]), int(words[2])) < (3, 9):
+        raise BadInput(f"{path} is Python {words[1]}.{words[2]}: the stack's Python must be 3.9 or newer", option)
 
 
 def _nearest_existing(folder: str) -> str:
@@ -88,7 +139,10 @@ def writable_file(path: str | None, option: str) -> None:
     """``path`` can be (re)placed by an atomic write; ``-`` (stdout) and None pass."""
     if path is None or path == "-":
         return
-    target = os.path.abspath(path)
+    if not path:
+        raise BadInput("is empty: give a file name", option)
+    # Through any symlink (a dangling one too): the file written is the one it points to.
+    target = os.path.realpath(path)
     if os.path.isdir(target):
         raise BadInput(f"{path} is a directory; give a file name", option)
     if os.path.lexists(target) and not stat.S_ISREG(os.stat(target).st_mode):
@@ -98,6 +152,8 @@ def writable_file(path: str | None, option: str) -> None:
 
 def writable_folder(path: str, option: str) -> None:
     """``path`` is (or can be made) a folder that files can be written in."""
+    if not path:
+        raise BadInput("is empty: give a folder", option)
     target = os.path.abspath(path)
     if os.path.lexists(target) and not os.path.isdir(target):
         raise BadInput(f"{path} is not a folder", option)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import secrets
 import selectors
 import shutil
 import signal
@@ -33,7 +34,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from flagos_doctor import channel
+from flagos_doctor import channel, redact
 
 #: Without a pidfd, how often a waiting parent checks whether its child still lives.
 POLL_SECONDS = 0.5
@@ -178,6 +179,11 @@ class Child:
             os.close(rec_w)
         self._req_w = req_w
         self._rec_r = rec_r
+        # The harness's side of the channel signs its records with this (see channel.py);
+        # a line without it was written by the stack, and is dropped.
+        self._nonce = secrets.token_hex(16)
+        self.forged = 0
+        os.write(req_w, channel.encode({"op": "hello", channel.NONCE: self._nonce}))
         os.set_blocking(rec_r, False)
         self._buffer = b""
         self._selector = selectors.DefaultSelector()
@@ -208,9 +214,16 @@ class Child:
             if b"\n" in self._buffer:
                 line, _, self._buffer = self._buffer.partition(b"\n")
                 try:
-                    return json.loads(line)
-                except ValueError:
+                    record = json.loads(line)
+                except (ValueError, RecursionError):
                     continue  # a torn line from a dying child: skip it
+                if not isinstance(record, dict) or record.pop(channel.NONCE, None) != self._nonce:
+                    self.forged += 1  # not the harness's: the stack wrote it
+                    continue
+                if record.get("record") == channel.SECRETS_RECORD:
+                    redact.remember(record.get("values") or [])
+                    continue
+                return record
             if self._eof:
                 raise ChildEnded(self.wait(timeout=10))
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -297,11 +310,11 @@ class Child:
 
     def stderr_tail(self, max_lines: int = 30) -> str:
         self._stderr.seek(0)
-        return tail_text(self._stderr.read(), max_lines)
+        return redact.scrub_environ(tail_text(self._stderr.read(), max_lines))
 
     def stdout_tail(self, max_lines: int = 30) -> str:
         self._stdout.seek(0)
-        return tail_text(self._stdout.read(), max_lines)
+        return redact.scrub_environ(tail_text(self._stdout.read(), max_lines))
 
     def __enter__(self):
         return self

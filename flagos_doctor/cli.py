@@ -10,15 +10,16 @@ then loads none of them (start-up stays about half a second).
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import List, Optional, Tuple
 
 import typer
 
 from flagos_doctor import __version__, checks, stacks
-from flagos_doctor.errors import EXIT_BAD_INPUT, BadInput, one_line_errors
+from flagos_doctor.errors import EXIT_BAD_INPUT, BadInput, one_line, one_line_errors
 from flagos_doctor import options as opts
-from flagos_doctor.markdown import DEFAULT_MAX_CHARS, MIN_MAX_CHARS
+from flagos_doctor.markdown import DEFAULT_MAX_CHARS, GITHUB_MAX_CHARS, MIN_MAX_CHARS
 
 app = typer.Typer(
     name="flagos-doctor",
@@ -42,13 +43,16 @@ PYTHON_HELP = "Interpreter of the stack under inspection (default: this one)."
 #: --stack, the same for every command: the registry's names (flagos_doctor/stacks).
 STACK_HELP = f"{stacks.choices()}. Default: {stacks.DEFAULT_RULE}."
 TORCH_FL_COMMIT_HELP = "torch_fl's commit, for a build that records none (said as given by you)."
-MAX_CHARS_HELP = "Budget of the Markdown, in characters (GitHub refuses an issue body over 65,536)."
+MAX_CHARS_HELP = (f"Budget of the Markdown, in characters, {MIN_MAX_CHARS:,} to {GITHUB_MAX_CHARS:,} "
+                  "(GitHub refuses an issue body over 65,536).")
 
 
 def _no_flag_placeholder() -> None:
-    """Show no ``<bool>`` type beside an on/off flag in ``--help``: with click 8.2 and later,
-    Typer's rich help prints the flag's type as ``<bool>``, which a flag never takes."""
-    from typer.core import TyperOption
+    """Show no ``<bool>`` type beside an on/off flag in ``--help``, and no ``<list[str]>``
+    beside an argument that names its own metavar: with click 8.2 and later, Typer's rich
+    help prints the parameter's type, which a flag never takes and which says less than
+    the metavar (``RESULTS...``)."""
+    from typer.core import TyperArgument, TyperOption
 
     # Older Typer (0.9 to 0.12, as on the H200 image) has no such method, nor the placeholder.
     shown = getattr(TyperOption, "display_type_rich", None)
@@ -60,6 +64,12 @@ def _no_flag_placeholder() -> None:
 
     display_type_rich._flagos_doctor = True
     TyperOption.display_type_rich = display_type_rich
+    shown_argument = getattr(TyperArgument, "display_type_rich", None)
+    if shown_argument is not None:
+        def argument_type_rich(self, ctx):
+            return None if self.metavar else shown_argument(self, ctx)
+
+        TyperArgument.display_type_rich = argument_type_rich
 
 
 _no_flag_placeholder()
@@ -72,6 +82,20 @@ def _seconds(value: float) -> float:
 
 def _start_seconds(value: float) -> float:
     return checks.seconds(value, "--start-timeout")
+
+
+def _repeats(value: int) -> int:
+    return checks.repeats(value)
+
+
+def _max_chars(value: int) -> int:
+    if value < MIN_MAX_CHARS:
+        raise BadInput(f"{value} is too small: a page needs {MIN_MAX_CHARS:,} characters for its heading, "
+                       "summary and the line naming the full record", "--max-chars")
+    if value > GITHUB_MAX_CHARS:
+        raise BadInput(f"{value} is more than GitHub takes in an issue or comment body ({GITHUB_MAX_CHARS:,})",
+                       "--max-chars")
+    return value
 
 
 def _version(value: bool):
@@ -98,15 +122,15 @@ def _main(
 )
 def probe(
     imports: List[str] = typer.Option([], "--import", metavar="MOD", help="Module to import, in order (repeatable)."),
-    stack: Optional[str] = typer.Option(None, show_default=False, help=STACK_HELP),
-    python: str = typer.Option(sys.executable, help=PYTHON_HELP),
+    stack: Optional[str] = typer.Option(None, metavar="STACK", show_default=False, help=STACK_HELP),
+    python: str = typer.Option(sys.executable, metavar="PYTHON", help=PYTHON_HELP),
     watch: List[str] = typer.Option([], metavar="DOTTED.NAME", help="Another probe to watch (repeatable)."),
     watch_file: Optional[str] = typer.Option(None, metavar="YAML", help="YAML file listing more probes to watch."),
     exercise: bool = typer.Option(True, "--exercise/--no-exercise", help="Exercise the device after the imports."),
-    timeout: float = typer.Option(120.0, callback=_seconds, help="Seconds before the child is killed."),
+    timeout: float = typer.Option(120.0, callback=_seconds, metavar="SECONDS", help="Seconds before the child is killed."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the JSON document."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Write a Markdown report."),
-    max_chars: int = typer.Option(DEFAULT_MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
+    max_chars: int = typer.Option(DEFAULT_MAX_CHARS, metavar="N", callback=_max_chars, help=MAX_CHARS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
 ):
     """Import the stack in a fresh process and record every write of every watched probe."""
@@ -136,19 +160,19 @@ def probe(
 )
 def survey(
     conf: Optional[str] = typer.Option(None, metavar="PATH", help="Backends conf whose routes to survey."),
-    backend: str = typer.Option("flagos_python", help="Backend class to survey from the conf."),
-    routes: Optional[str] = typer.Option(None, help="'flag_gems': the overloads flag_gems registers."),
+    backend: str = typer.Option("flagos_python", metavar="CLASS", help="Backend class to survey from the conf."),
+    routes: Optional[str] = typer.Option(None, metavar="flag_gems", help="'flag_gems': the overloads flag_gems registers."),
     ops: Optional[str] = typer.Option(None, metavar="A,B", help="Only these overloads."),
-    stack: str = typer.Option(stacks.SURVEY_DEFAULT, show_default=False, help=STACK_HELP),
-    device: Optional[str] = typer.Option(None, help="Device override ('cpu' self-checks the harness)."),
+    stack: str = typer.Option(stacks.SURVEY_DEFAULT, metavar="STACK", show_default=False, help=STACK_HELP),
+    device: Optional[str] = typer.Option(None, metavar="DEVICE", help="Device override ('cpu' self-checks the harness)."),
     spec: Optional[str] = typer.Option(None, metavar="YAML", help="Survey spec: profiles, tolerances, random ops."),
-    python: str = typer.Option(sys.executable, help=PYTHON_HELP),
-    workers: Optional[int] = typer.Option(None, help="Worker processes (they may share a device); default: one per core, as many as memory and the device hold."),
+    python: str = typer.Option(sys.executable, metavar="PYTHON", help=PYTHON_HELP),
+    workers: Optional[int] = typer.Option(None, metavar="N", help="Worker processes (they may share a device); default: one per core, as many as memory and the device hold."),
     devices: Optional[str] = typer.Option(None, metavar="0,1", help="Device indices to spread workers over."),
-    isolation: str = typer.Option("pooled", help="pooled | per-overload (upstream's cost model, for benchmarks)."),
-    tasks: str = typer.Option("cases", help="What a pooled worker takes at a time: cases (an overload's slow cases run side by side) | overloads (its kernels compile once, in one worker)."),
-    timeout: float = typer.Option(120.0, callback=_seconds, help="Seconds per case before its worker is replaced."),
-    start_timeout: float = typer.Option(600.0, callback=_start_seconds, help="Seconds for a worker to import the stack and start."),
+    isolation: str = typer.Option("pooled", metavar="pooled|per-overload", help="pooled | per-overload (upstream's cost model, for benchmarks)."),
+    tasks: str = typer.Option("cases", metavar="cases|overloads", help="What a pooled worker takes at a time: cases (an overload's slow cases run side by side) | overloads (its kernels compile once, in one worker)."),
+    timeout: float = typer.Option(120.0, callback=_seconds, metavar="SECONDS", help="Seconds per case before its worker is replaced."),
+    start_timeout: float = typer.Option(600.0, callback=_start_seconds, metavar="SECONDS", help="Seconds for a worker to import the stack and start."),
     keep_env: bool = typer.Option(False, "--keep-env", help="Keep stray FLAGOS_OP_* variables."),
     no_shared_autotune: bool = typer.Option(False, "--no-shared-autotune", help="Each worker autotunes Triton kernels for itself (default: they share results through Triton's cache, TRITON_CACHE_AUTOTUNING=1)."),
     full_autotune: bool = typer.Option(False, "--full-autotune", help="Autotuners time each configuration for Triton's own 25+100 ms (default: 0+2 ms; every configuration is still compiled and run, the fastest still wins)."),
@@ -161,16 +185,16 @@ def survey(
     hints: Optional[str] = typer.Option(None, metavar="RESULTS.json", help="A survey results file whose case times order this run (slow cases first); it changes no case."),
     compare: Optional[Tuple[str, str]] = typer.Option(None, metavar="A B", help="Compare two runs: results files or commit prefixes."),
     force: bool = typer.Option(False, "--force", help="Compare even when the runs are not comparable."),
-    fail_on: str = typer.Option("regression", help="any | regression | never (with --compare)."),
+    fail_on: str = typer.Option("regression", metavar="any|regression|never", help="any | regression | never (with --compare)."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Markdown (with --compare)."),
-    max_chars: int = typer.Option(DEFAULT_MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
+    max_chars: int = typer.Option(DEFAULT_MAX_CHARS, metavar="N", callback=_max_chars, help=MAX_CHARS_HELP),
     show_all: bool = typer.Option(False, "--all", help="Terminal view of --compare: every transition and changed case, not only the summary and the largest groups."),
     repo: Optional[str] = typer.Option(None, metavar="PATH", help="Git checkout to build missing arms from (with --compare)."),
     build_cmd: Optional[str] = typer.Option(None, metavar="CMD", help="Build command run in each arm's worktree."),
     attribute: bool = typer.Option(False, "--attribute", help="With --compare A B: whose is each failure of A (torch_fl) against B, the same cases through flag_gems alone."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary."),
-    repeats: int = typer.Option(2, min=0, help="Run each WRONG/ERROR/CRASH/TIMEOUT case this many more times, in fresh workers; differing outcomes make it FLAKY."),
-    baseline: str = typer.Option("native", help="native | none: run failing cases on the stack's native path (stock torch for flag_gems); a failure it shares does not count."),
+    repeats: int = typer.Option(2, metavar="N", callback=_repeats, help="Run each WRONG/ERROR/CRASH/TIMEOUT case this many more times, in fresh workers; differing outcomes make it FLAKY."),
+    baseline: str = typer.Option("native", metavar="native|none", help="native | none: run failing cases on the stack's native path (stock torch for flag_gems); a failure it shares does not count."),
     native_route: Optional[str] = typer.Option(None, metavar="BACKEND", help="torch_fl/demo: the route the baseline forces with FLAGOS_OP_* (default: cuda for torch_fl, cpu for the demo)."),
     torch_fl_commit: Optional[str] = typer.Option(None, metavar="SHA", help=TORCH_FL_COMMIT_HELP),
 ):
@@ -215,8 +239,8 @@ def survey(
     )
 )
 def report(
-    python: str = typer.Option(sys.executable, help=PYTHON_HELP),
-    stack: Optional[str] = typer.Option(None, show_default=False, help=f"Stack to describe and probe. {STACK_HELP}"),
+    python: str = typer.Option(sys.executable, metavar="PYTHON", help=PYTHON_HELP),
+    stack: Optional[str] = typer.Option(None, metavar="STACK", show_default=False, help=f"Stack to describe and probe. {STACK_HELP}"),
     imports: List[str] = typer.Option([], "--import", metavar="MOD", help="Modules to probe, in order."),
     survey_path: Optional[str] = typer.Option(None, "--survey", metavar="FILE", help="Add a survey summary."),
     compare: Optional[Tuple[str, str]] = typer.Option(None, metavar="A B", help="Add a survey comparison."),
@@ -224,8 +248,8 @@ def report(
     store: Optional[str] = typer.Option(None, metavar="DIR", help="Results store for --compare."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the JSON bundle."),
     markdown_path: Optional[str] = typer.Option("-", "--markdown", metavar="PATH|-", help="Markdown output (default: stdout)."),
-    max_chars: int = typer.Option(DEFAULT_MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
-    timeout: float = typer.Option(120.0, callback=_seconds, help="Seconds for the probe child."),
+    max_chars: int = typer.Option(DEFAULT_MAX_CHARS, metavar="N", callback=_max_chars, help=MAX_CHARS_HELP),
+    timeout: float = typer.Option(120.0, callback=_seconds, metavar="SECONDS", help="Seconds for the probe child."),
     torch_fl_commit: Optional[str] = typer.Option(None, metavar="SHA", help=TORCH_FL_COMMIT_HELP),
     explain: Optional[str] = typer.Option(None, "--explain", metavar="RESULT.json", help="Attach an `explain --json` document: why your program failed."),
 ):
@@ -259,10 +283,10 @@ def suite(
     test_cmd: Optional[str] = typer.Option(None, metavar="CMD", help="Test command run in each worktree."),
     same_collection: bool = typer.Option(False, "--same-collection", help="Refuse (exit 2) when the collected sets differ."),
     flaky: Optional[str] = typer.Option(None, metavar="FILE", help="Tests known to be flaky, reported apart."),
-    fail_on: str = typer.Option("regression", help="any | regression | never."),
+    fail_on: str = typer.Option("regression", metavar="any|regression|never", help="any | regression | never."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the JSON comparison."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Write Markdown."),
-    max_chars: int = typer.Option(DEFAULT_MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
+    max_chars: int = typer.Option(DEFAULT_MAX_CHARS, metavar="N", callback=_max_chars, help=MAX_CHARS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
 ):
     """Compare two pytest runs (JUnit XML), checking first that they collected the same tests."""
@@ -292,7 +316,7 @@ def matrix(
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the matrix JSON."),
     csv_path: Optional[str] = typer.Option(None, "--csv", metavar="PATH|-", help="Write the matrix as CSV."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Write Markdown."),
-    max_chars: int = typer.Option(DEFAULT_MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
+    max_chars: int = typer.Option(DEFAULT_MAX_CHARS, metavar="N", callback=_max_chars, help=MAX_CHARS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
 ):
     """An operator-support table: a row per overload, a column per survey run."""
@@ -328,7 +352,7 @@ def explain(
     watch_file: Optional[str] = typer.Option(None, metavar="YAML", help="YAML file listing more probes to watch."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH", help="Write the JSON document (schema flagos-doctor/explain/1)."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH", help="Write Markdown for an issue."),
-    max_chars: int = typer.Option(DEFAULT_MAX_CHARS, min=MIN_MAX_CHARS, metavar="N", help=MAX_CHARS_HELP),
+    max_chars: int = typer.Option(DEFAULT_MAX_CHARS, metavar="N", callback=_max_chars, help=MAX_CHARS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
 ):
     """Run your own failing Python program (or pytest) with the probe's watch installed from
@@ -344,12 +368,76 @@ def explain(
     raise typer.Exit(code)
 
 
+class _HelpStream:
+    """Standard output while ``--help`` prints outside a terminal: the help is drawn wide
+    (no option cut with "...", no example broken at 80 columns) and each line's padding is
+    dropped, so a file or a pipe gets the lines as they are meant."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        return self._stream.write("\n".join(line.rstrip() for line in text.split("\n")))
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+#: The width of ``--help`` outside a terminal: wide enough that no description wraps mid-table.
+HELP_WIDTH = 250
+
+
+def _help_outside_a_terminal(argv: list[str]) -> bool:
+    wants_help = not argv or any(arg in ("--help", "-h") for arg in argv)
+    return wants_help and not sys.stdout.isatty() and not (os.environ.get("TERMINAL_WIDTH") or os.environ.get("COLUMNS"))
+
+
+def _usage_line(exc) -> str:
+    """A click usage error as one line: what is wrong, and where to read the usage."""
+    names = []
+    ctx = getattr(exc, "ctx", None)
+    while ctx is not None and ctx.parent is not None:  # the root's name is how we were started
+        names.insert(0, ctx.info_name)
+        ctx = ctx.parent
+    return f"flagos-doctor: error: {one_line(exc.format_message())} (see {' '.join(['flagos-doctor', *names])} --help)"
+
+
 def main() -> None:
+    """The entry point: every stream the CLI writes goes through the scrubber
+    (:class:`flagos_doctor.redact.ScrubbingStream`), and every usage error, bad input or bug
+    leaves as one line (exit 2, 2, 3)."""
+    try:  # Typer 0.2x carries its own click; older Typer (the H200 image) uses click itself
+        from typer._click import exceptions as click_errors
+    except ImportError:
+        from click import exceptions as click_errors
+
+    from flagos_doctor import redact
+
+    if _help_outside_a_terminal(sys.argv[1:]):
+        from typer import rich_utils
+
+        rich_utils.MAX_WIDTH = HELP_WIDTH
+        sys.stdout = _HelpStream(sys.stdout)
+    sys.stdout = redact.ScrubbingStream(sys.stdout)
+    sys.stderr = redact.ScrubbingStream(sys.stderr)
     try:
-        app()
+        code = app(standalone_mode=False)
+    except getattr(click_errors, "NoArgsIsHelpError", ()) as exc:  # no command: the help, as before
+        typer.echo(exc.ctx.get_help())
+        code = 0
+    except click_errors.UsageError as exc:
+        typer.echo(_usage_line(exc), err=True)
+        code = EXIT_BAD_INPUT
+    except (KeyboardInterrupt, getattr(click_errors, "Abort", KeyboardInterrupt)):
+        typer.echo("flagos-doctor: interrupted", err=True)
+        code = 130
     except BadInput as exc:  # raised while parsing, before a command ran
-        typer.echo(f"flagos-doctor: error: {exc}", err=True)
-        sys.exit(EXIT_BAD_INPUT)
+        typer.echo(f"flagos-doctor: error: {one_line(str(exc))}", err=True)
+        code = EXIT_BAD_INPUT
+    except click_errors.ClickException as exc:
+        typer.echo(f"flagos-doctor: error: {one_line(exc.format_message())}", err=True)
+        code = exc.exit_code
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

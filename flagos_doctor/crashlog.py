@@ -7,6 +7,9 @@ cannot make flagos-doctor (perhaps run as root) overwrite a file. With no usable
 ``$TMPDIR``, :func:`tempfile.gettempdir` falls back to ``/tmp``, ``/var/tmp`` or the
 current folder, and after those to ``~/.cache/flagos-doctor``; when nothing is writable
 the one line says so.
+
+The traceback is scrubbed as every other sink is (:mod:`flagos_doctor.redact`): its frames
+quote the values that the terminal line masks.
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ def _candidate_folders() -> list[str]:
 def save_traceback() -> tuple[str | None, str | None]:
     """Write the exception being handled to a new private file: (its path, None) or
     (None, why it could not be written)."""
-    text = traceback.format_exc()
+    from flagos_doctor import redact
+
+    text = redact.scrub_environ(traceback.format_exc())
     why = "no writable folder"
     for folder in _candidate_folders():
         try:

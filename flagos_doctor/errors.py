@@ -27,6 +27,17 @@ class BadInput(Exception):
         return f"{self.where}: {self.message}" if self.where else self.message
 
 
+#: The longest error line: a message quoting a user's file (a YAML alias expanded to
+#: hundreds of MB) is cut here, whatever the quoting code did.
+MAX_ERROR_CHARS = 1000
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line, at most :data:`MAX_ERROR_CHARS` long."""
+    line = " ".join(text[: MAX_ERROR_CHARS * 4].split())
+    return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 3] + "..."
+
+
 @contextlib.contextmanager
 def one_line_errors():
     """Around a command's import and run: a user error leaves as one line and exit 2, a bug
@@ -36,7 +47,7 @@ def one_line_errors():
     try:
         yield
     except BadInput as exc:
-        typer.echo(f"flagos-doctor: error: {exc}", err=True)
+        typer.echo(f"flagos-doctor: error: {one_line(str(exc))}", err=True)
         raise typer.Exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt:
         typer.echo("flagos-doctor: interrupted", err=True)
@@ -51,3 +62,27 @@ def one_line_errors():
         message = redact.scrub_environ(f"{type(exc).__name__}: {exc}".splitlines()[0][:500])
         typer.echo(f"flagos-doctor: internal error: {message} ({where})", err=True)
         raise typer.Exit(EXIT_INTERNAL)
+
+
+def excerpt(value, limit: int = 80) -> str:
+    """A short ``repr`` of ``value`` from a user's file, for an error line.
+
+    Bounded whatever ``value`` is: a YAML alias repeated in a list expands to a structure
+    whose full repr runs to hundreds of MB (one "one-line" error was 351 MB)."""
+    import reprlib
+
+    shorter = reprlib.Repr()
+    shorter.maxstring = shorter.maxother = limit
+    shorter.maxlevel = 2
+    shorter.maxlist = shorter.maxtuple = shorter.maxdict = shorter.maxset = 4
+    text = shorter.repr(value)
+    return text if len(text) <= limit + 20 else text[:limit] + "..."
+
+
+def check_keys(mapping: dict, where: str) -> dict:
+    """``mapping`` when every key is a string; BadInput naming ``where`` otherwise (a YAML
+    ``1: x`` beside ``name: y`` made sorting the keys a TypeError)."""
+    for key in mapping:
+        if not isinstance(key, str):
+            raise BadInput(f"key {excerpt(key)} is a {type(key).__name__}: expected a field name", where)
+    return mapping

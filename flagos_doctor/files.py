@@ -6,6 +6,11 @@ refuse anything but a regular file of bounded size (``/dev/zero``, a FIFO or
 ``/proc/self/environ`` given as an input would otherwise hang, exhaust memory or be
 echoed) and turn a truncated, malformed or absurdly nested file into a one-line BadInput
 naming the file.
+
+Every write here is a sink that scrubs (:mod:`flagos_doctor.redact`): a document, a text
+file, stdout. Nothing flagos-doctor writes can carry a secret of the environment (nor one a
+child announced), a URL's password or a secret-named assignment, whichever part of the
+program built the text.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import os
 import stat
 import tempfile
 
+from flagos_doctor import redact
 from flagos_doctor.errors import BadInput
 
 #: Largest JSON document read (a results file of 50,000 overloads is tens of MB).
@@ -31,6 +37,18 @@ def describe_kind(mode: int) -> str:
         if test(mode):
             return word
     return "not a regular file"
+
+
+def refuse_special(path: str, where: str | None = None) -> None:
+    """BadInput when ``path`` exists but is no regular file (a directory, a FIFO, a device):
+    for an argument that may name a file or something else (a store key), so a FIFO or
+    ``/dev/zero`` is called what it is, never looked up as a key nor read."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return
+    if not stat.S_ISREG(mode):
+        raise BadInput(f"{describe_kind(mode)}, not a regular file", where or path)
 
 
 def read_regular_text(path: str | os.PathLike, max_bytes: int, what: str = "file", where: str | None = None) -> str:
@@ -82,10 +100,13 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Replace ``path`` with ``text`` in one step; the file gets the mode any new file of
-    the user's would (0666 less the umask), not the private 0600 of a temporary file."""
+def atomic_write_text(path: str | os.PathLike, text: str, scrub: bool = True) -> None:
+    """Replace ``path`` with ``text`` (scrubbed of secrets, unless ``scrub`` is False: a
+    source file we build, not a document) in one step; the file gets the mode any new file
+    of the user's would (0666 less the umask), not the private 0600 of a temporary file."""
     path = os.fspath(path)
+    if scrub:
+        text = redact.scrub_environ(text)
     folder = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(folder, exist_ok=True)
@@ -116,7 +137,7 @@ def write_stdout(text: str, option: str) -> None:
     import sys
 
     try:
-        sys.stdout.write(text)
+        sys.stdout.write(redact.scrub_environ(text))
         sys.stdout.flush()
     except OSError as exc:
         try:
@@ -134,7 +155,9 @@ def dump_json(document: dict) -> str:
 
 
 def write_json(path: str | os.PathLike, document: dict) -> None:
-    atomic_write_text(path, dump_json(document))
+    """Write ``document`` scrubbed field by field (a secret inside a string a JSON text
+    escapes, a record about a secret-named variable: :func:`flagos_doctor.redact.scrub`)."""
+    atomic_write_text(path, dump_json(redact.scrub_environ(document)), scrub=False)
 
 
 def load_json(path: str | os.PathLike, schema_prefix: str | None = None) -> dict:

@@ -24,7 +24,9 @@ from flagos_doctor.errors import BadInput
 
 
 def lock_path(path: str) -> str:
-    return os.path.abspath(path) + ".lock"
+    """The lock of the file ``path`` names, whatever names it: a symlink or a second path
+    to one results file gives one lock (the lock is the file's, not the name's)."""
+    return os.path.realpath(path) + ".lock"
 
 
 def _holder_text() -> str:
@@ -40,6 +42,7 @@ def hold(path: str, option: str = "--output"):
     name = lock_path(path)
     while True:
         try:
+            os.makedirs(os.path.dirname(name), exist_ok=True)  # -o new/folder/r.json, or a link into one
             fd = os.open(name, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise BadInput(f"cannot lock {path}: {exc.strerror or exc}", option) from None

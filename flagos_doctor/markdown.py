@@ -31,6 +31,8 @@ def details(summary: str, lines: list[str], blank_after: bool = True) -> list[st
 DEFAULT_MAX_CHARS = 60_000
 #: Below this a page cannot hold even a summary and its closing line.
 MIN_MAX_CHARS = 2_000
+#: GitHub refuses an issue or comment body longer than this: the largest budget taken.
+GITHUB_MAX_CHARS = 65_536
 #: Room kept for the closing line that says what was left out (beyond the words naming
 #: where the full record is).
 _CLOSING_ROOM = 700

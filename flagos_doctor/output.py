@@ -94,7 +94,8 @@ def plain(document: dict, width: int = 120, **options) -> str:
     from rich.console import Console
 
     buffer = io.StringIO()
-    show(document, Console(file=buffer, width=width, color_system=None, highlight=False), **options)
+    markup = view(document, TERMINAL).console.get("markup", True)  # a view that reads no markup, here too
+    show(document, Console(file=buffer, width=width, color_system=None, highlight=False, markup=markup), **options)
     return buffer.getvalue()
 
 

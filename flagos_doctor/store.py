@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from dataclasses import dataclass
 
+from flagos_doctor import files
 from flagos_doctor.errors import BadInput
 
 #: The kinds of run the store files.
@@ -65,12 +65,13 @@ class Store:
         return os.path.join(self.root, "logs", kind, safe_name(key) + ".log")
 
     def file(self, kind: str, key: str, fingerprint: str, source_path: str) -> str:
-        """Copy a finished results file into the store (atomically); return its new path."""
+        """Copy a finished results file into the store (atomically, scrubbed of secrets as
+        every write is); return its new path. A full disk or a lost permission is a
+        BadInput naming the store's file (nothing of the source is lost)."""
         target = self.path_for(kind, key, fingerprint)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        tmp = target + ".tmp"
-        shutil.copyfile(source_path, tmp)
-        os.replace(tmp, target)
+        with open(source_path, encoding="utf-8") as handle:
+            text = handle.read()
+        files.atomic_write_text(target, text)
         return target
 
     def entries(self, kind: str) -> list[Entry]:
@@ -92,6 +93,7 @@ class Store:
 
         Raises BadInput when nothing matches or when the prefix is ambiguous.
         """
+        files.refuse_special(ref)
         if os.path.isfile(ref):
             return ref
         matches = [e for e in self.entries(kind) if e.key.startswith(ref)]

@@ -366,7 +366,7 @@ def fix_nvrtc_cache(src: str, library: str) -> bool:
             fixed += f"\n{name}:FILEPATH={library}\n"
     if fixed == text:
         return False
-    atomic_write_text(cache, fixed)
+    atomic_write_text(cache, fixed, scrub=False)  # a source file: written as patched
     return True
 
 

@@ -360,8 +360,8 @@ def test_default_without_torch_fl_probes_torch_with_a_notice():
 def test_bad_usage_exits_2_with_one_line(tmp_path):
     result = run_cli("probe", "--stack", "no such")
     assert result.returncode == 2
-    assert result.stderr.strip() == ("flagos-doctor: error: --stack: unknown stack 'no such': "
-                                     "not one of demo, torch_fl, flag_gems, torch, nor a module name")
+    assert result.stderr.strip() == ("flagos-doctor: error: --stack: no stack or importable module 'no such'; "
+                                     "stacks: demo, torch_fl, flag_gems, torch")
     bad = tmp_path / "watch.yaml"
     bad.write_text("probes:\n  - torch.cuda.Stream\n  - [oops\n")
     result = run_cli("probe", "--watch-file", str(bad))

@@ -153,8 +153,14 @@ def test_report_of_a_stack_that_crashes_on_import(tmp_path, cli):
     (tmp_path / "crashing_stack.py").write_text(CRASH)
     broken_survey = tmp_path / "survey.json"
     broken_survey.write_text('{"schema": "flagos-doctor/survey/1", "overloads": {')
-    done = cli("report", "--import", "crashing_stack", "--survey", str(broken_survey),
-               "--json", str(tmp_path / "b.json"), env={"PYTHONPATH": str(tmp_path)})
+    # A broken --survey file is the user's to fix: refused before the probe, one line, exit 2.
+    refused = cli("report", "--import", "crashing_stack", "--survey", str(broken_survey),
+                  "--json", str(tmp_path / "b.json"), env={"PYTHONPATH": str(tmp_path)})
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert str(broken_survey) in refused.stderr and "truncated" in refused.stderr
+    assert not (tmp_path / "b.json").exists()
+    done = cli("report", "--import", "crashing_stack", "--json", str(tmp_path / "b.json"),
+               env={"PYTHONPATH": str(tmp_path)})
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     bundle = json.loads((tmp_path / "b.json").read_text())
@@ -165,8 +171,6 @@ def test_report_of_a_stack_that_crashes_on_import(tmp_path, cli):
     assert "killed by SIGABRT while importing crashing_stack" in text
     assert "accelerator: unknown" in _template(bundle)["Platform"]
     assert bundle["probe"].get("outcome") == "crashed", bundle["probe"]
-    assert str(broken_survey) in bundle["survey"]["error"] and "truncated" in bundle["survey"]["error"]
-    assert "The survey file could not be read" in text
     assert "Pieces that could not be collected" in text
 
 

@@ -25,6 +25,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from flagos_doctor import files
 from flagos_doctor.arms import worktree
 from flagos_doctor.errors import EXIT_FINDING, EXIT_OK, BadInput
 from flagos_doctor.store import Store
@@ -94,6 +95,7 @@ def resolve(ref: str, kind: ArmKind, store: Store, repo: str | None = None, buil
     ``store_hint`` is added to the message of a reference found nowhere without ``--repo``.
     """
     say = say or _quiet
+    files.refuse_special(ref)
     if os.path.isfile(ref):
         return Arm(ref, ArmSource.FILE, ref, kind.load(ref))
     if repo is not None:

@@ -26,6 +26,8 @@ Statuses and verdicts this module does not know are shown as they are.
 
 from __future__ import annotations
 
+import os
+
 from flagos_doctor.results.comparable import differences, lookup
 from flagos_doctor.results.model import VERDICTS
 from flagos_doctor.results.verdicts import is_native_also
@@ -86,16 +88,29 @@ def _note(diffs: list[dict], document: dict) -> str | None:
     return "; ".join(notes) or None
 
 
+def _name_of(run: dict) -> str:
+    """What names a run among others of one label: its file's name, or its store key and fingerprint."""
+    if run.get("source") == "store" and run.get("store_key"):
+        return f"{run['store_key']}/{run.get('fingerprint') or ''}".rstrip("/")
+    return os.path.basename(run.get("path") or run.get("ref") or "") or "?"
+
+
 def build(runs: list[dict]) -> dict:
     """The matrix of ``runs``: ``[{document, facts, ref, path, source, store_key, fingerprint}]``
     (``facts``: stack, version, device, device_type, commit, store_key)."""
     columns = []
     first = runs[0]["document"] if runs else {}
+    # Runs that share a label (the same stack, version and device) are told apart by what
+    # names them: the file, else the store entry (a CSV column "#2" said nothing).
+    labels = [label(run["facts"]) for run in runs]
+    shared = {text for text in labels if labels.count(text) > 1}
     seen_labels: dict = {}
     for index, run in enumerate(runs):
         document, facts = run["document"], run["facts"]
         diffs = differences(first, document) if index else []
-        text = label(facts)
+        text = labels[index]
+        if text in shared:
+            text += f" ({_name_of(run)})"
         seen_labels[text] = seen_labels.get(text, 0) + 1
         if seen_labels[text] > 1:
             text += f" #{seen_labels[text]}"

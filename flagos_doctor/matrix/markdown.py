@@ -55,11 +55,14 @@ def render(matrix: dict, max_chars: int = DEFAULT_MAX_CHARS,
     page = Page(max_chars, full_record)
     columns = matrix.get("columns") or []
     rows = matrix.get("rows") or []
-    out = [f"## Operator support: {len(rows)} overloads, {len(columns)} runs", "",
-           "| # | run | source | note |", "|---|---|---|---|"]
-    for index, column in enumerate(columns):
-        out.append(f"| {index + 1} | {cell(column.get('label'))} | `{cell(column.get('path'))}` | {cell(column.get('note'), none='')} |")
-    out += ["", "| | " + " | ".join(str(i + 1) for i in range(len(columns))) + " |", "|---|" + "---:|" * len(columns)]
+    plural = "" if len(columns) == 1 else "s"
+    page.add([f"## Operator support: {len(rows)} overloads, {len(columns)} run{plural}", ""])
+    # The runs and their totals come first; under a small budget the runs table keeps as
+    # many runs as fit (the closing line says how many are left out).
+    page.add_table("", ["| # | run | source | note |", "|---|---|---|---|"], [
+        f"| {index + 1} | {cell(column.get('label'))} | `{cell(column.get('path'))}` | {cell(column.get('note'), none='')} |"
+        for index, column in enumerate(columns)], 1, "the runs table", folded=False)
+    out = ["| | " + " | ".join(str(i + 1) for i in range(len(columns))) + " |", "|---|" + "---:|" * len(columns)]
     totals = matrix.get("totals") or []
     out.append("| overloads | " + " | ".join(str(t.get("overloads", 0)) for t in totals) + " |")
     for verdict in matrix.get("verdicts") or []:
@@ -71,9 +74,10 @@ def render(matrix: dict, max_chars: int = DEFAULT_MAX_CHARS,
     if legend:
         out += ["Marks: " + "; ".join(legend) + ".", ""]
     out += ["— : the run has no such overload.", ""]
-    page.add(out)
+    page.add(out, 1, "the totals per run")
     whole = _head(columns) + _rows(rows)
-    fixed = sum(len(line) + 1 for line in out) + 1_000
+    fixed = sum(len(line) + 1 for line in out) + sum(len(c.get("label") or "") + len(c.get("path") or "") + 20
+                                                     for c in columns) + 1_000
     if sum(len(line) + 1 for line in whole) + fixed <= max_chars:
         page.add(["### Overloads", ""] + whole + [""])
         return page.text()

@@ -17,6 +17,7 @@ import fnmatch
 import os
 from dataclasses import dataclass
 
+from flagos_doctor import files
 from flagos_doctor.errors import BadInput
 from flagos_doctor.store import SURVEY_KIND, Entry, Store
 from flagos_doctor.results.document import load as load_results
@@ -98,6 +99,7 @@ def find(refs: list[str], store: Store) -> list[Run]:
     runs: list[Run] = []
     seen: set[str] = set()
     for ref in refs:
+        files.refuse_special(ref)
         if os.path.isfile(ref):
             found = [Run(ref=ref, path=ref, source="file", document=load_results(ref))]
         elif "=" in ref:

@@ -21,7 +21,8 @@ def _text(value: dict | None) -> str:
 def show(matrix: dict, console: Console) -> None:
     columns = matrix.get("columns") or []
     rows = matrix.get("rows") or []
-    console.print(Text(f"Operator support: {len(rows)} overloads, {len(columns)} runs", style="bold"))
+    console.print(Text(f"Operator support: {len(rows)} overloads, {len(columns)} run{'' if len(columns) == 1 else 's'}",
+                       style="bold"))
     for index, column in enumerate(columns):
         note = f"  ({column['note']})" if column.get("note") else ""
         console.print(Text(f"  {index + 1}  {column.get('label')}  {column.get('path')}{note}"), highlight=False)

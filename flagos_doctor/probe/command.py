@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from flagos_doctor.errors import EXIT_FINDING, EXIT_OK
-from flagos_doctor import checks, output
+from flagos_doctor import checks, output, stacks
 from flagos_doctor.options import ProbeOptions
 from flagos_doctor.probe.formats import markdown, terminal  # noqa: F401  (they register the probe's views)
 from flagos_doctor.probe.runner import run_probe
@@ -22,6 +22,7 @@ def exit_code(document: dict) -> int:
 
 def run(options: ProbeOptions) -> int:
     checks.interpreter(options.python, "--python")
+    stacks.check(options.stack, options.python)
     checks.writable_file(options.json_path, "--json")
     checks.writable_file(options.markdown_path, "--markdown")
     document = run_probe(options)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from flagos_doctor import files
-from flagos_doctor.errors import BadInput
+from flagos_doctor.errors import BadInput, check_keys, excerpt
 
 CUDA_PROBES = [
     "is_available",
@@ -65,13 +65,13 @@ def env_matches(name: str, patterns: list[str]) -> bool:
 def check_probe(name: str, where: str) -> str:
     """Return ``name`` if it is a dotted attribute name; raise BadInput otherwise."""
     if not isinstance(name, str) or not _DOTTED.match(name.strip()):
-        raise BadInput(f"{name!r} is not a dotted name such as torch.cuda.Stream", where)
+        raise BadInput(f"{excerpt(name)} is not a dotted name such as torch.cuda.Stream", where)
     return name.strip()
 
 
 def check_env(name: str, where: str) -> str:
     if not isinstance(name, str) or not _ENV.match(name.strip()):
-        raise BadInput(f"{name!r} is not an environment variable name (or a PREFIX_*)", where)
+        raise BadInput(f"{excerpt(name)} is not an environment variable name (or a PREFIX_*)", where)
     return name.strip().lstrip("$")
 
 
@@ -88,9 +88,9 @@ def load_watch_file(path: str) -> tuple[list[str], list[str]]:
         data = {"probes": data}
     if not isinstance(data, dict):
         raise BadInput("expected a list of dotted names, or a mapping with 'probes' and 'env'", path)
-    unknown = set(data) - {"probes", "watch", "env"}
+    unknown = set(check_keys(data, path)) - {"probes", "watch", "env"}
     if unknown:
-        raise BadInput(f"unknown field {sorted(unknown)[0]!r} (expected 'probes', 'env')", path)
+        raise BadInput(f"unknown field {excerpt(sorted(unknown)[0])} (expected 'probes', 'env')", path)
     probes, env = [], []
     for field in ("probes", "watch"):
         items = data.get(field) or []

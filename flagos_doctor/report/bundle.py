@@ -90,10 +90,7 @@ def survey_piece(path: str) -> dict:
     from flagos_doctor.results.verdicts import is_native_also
     from flagos_doctor.results.groups import failure_groups
 
-    try:
-        document = load_results(path)
-    except BadInput as exc:
-        return {"path": path, "error": str(exc)}
+    document = load_results(path)  # BadInput: refused before anything is probed (report.command)
     overloads = document.get("overloads") or {}
     failing = {
         name: entry.get("verdict")
@@ -128,10 +125,8 @@ def compare_piece(options: ReportOptions) -> dict:
     from flagos_doctor.compare.build import build_comparison, not_comparable_message
 
     a, b = options.compare
-    try:
-        comparison = build_comparison(CompareOptions(a=a, b=b, store=options.store, force=options.force))
-    except BadInput as exc:
-        return {"error": str(exc), "arms": {"a": {"label": a}, "b": {"label": b}}}
+    # An arm that is no survey results file is BadInput, refused before anything is probed.
+    comparison = build_comparison(CompareOptions(a=a, b=b, store=options.store, force=options.force))
     if comparison["differences"] and not options.force:
         return {"error": not_comparable_message(comparison), "arms": comparison["arms"],
                 "differences": comparison["differences"]}
@@ -237,10 +232,19 @@ def template_fields(bundle: dict) -> list[dict]:
     ]
 
 
-def collect(options: ReportOptions) -> dict:
-    """Gather every piece of the report; never raises for a missing or broken piece."""
+def collect(options: ReportOptions, progress=lambda step: None) -> dict:
+    """Gather every piece of the report. Files the user named (``--survey``, ``--compare``)
+    are read first: one that is no survey results file is BadInput before any probing.
+    Otherwise never raises for a missing or broken piece (the bundle's ``problems`` say
+    which and why). ``progress(step)`` is told each step as it starts."""
     modules, device_type = stack_modules(options)
     problems = []
+    pieces = {}  # read before any progress is said: a bad file stays one line
+    if options.survey:
+        pieces["survey"] = survey_piece(options.survey)
+    if options.compare:
+        pieces["compare"] = compare_piece(options)
+    progress(f"describing the environment of {options.python}")
     interpreter = environment.collect_interpreter(options.python, options.stack, modules, options.timeout)
     env = dict(interpreter["steps"])
     if options.torch_fl_commit and isinstance(env.get("packages"), dict) and (env["packages"].get("torch_fl") or {}).get("found"):
@@ -260,15 +264,14 @@ def collect(options: ReportOptions) -> dict:
         "environment": env,
         "runtime_config": environment.runtime_config(),
     }
+    progress("probing the stack")
     bundle["probe"] = probe_piece(options)
     if bundle["probe"].get("error"):
         problems.append(f"probe: {bundle['probe']['error']}")
     if options.survey:
-        bundle["survey"] = survey_piece(options.survey)
-        if bundle["survey"].get("error"):
-            problems.append(f"survey: {bundle['survey']['error']}")
+        bundle["survey"] = pieces["survey"]
     if options.compare:
-        bundle["compare"] = compare_piece(options)
+        bundle["compare"] = pieces["compare"]
         if bundle["compare"].get("error"):
             problems.append(f"compare: {bundle['compare']['error']}")
     if options.explain:

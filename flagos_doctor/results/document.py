@@ -17,7 +17,7 @@ import hashlib
 import json
 
 from flagos_doctor import files, output
-from flagos_doctor.errors import BadInput
+from flagos_doctor.errors import BadInput, excerpt
 from flagos_doctor.results import census, groups, model, verdicts
 
 #: Order of a case's keys does not matter in JSON, but its profiles keep the spec's order.
@@ -100,6 +100,45 @@ def _check_cases(cases, where: str, field: str) -> None:
             raise BadInput(f"field '{here}.route' is {case['route']!r}, expected a string", where)
 
 
+#: The shape of every field a reader of a results file uses (compare, matrix, report, the
+#: store, a resume, ``--hints``): checked once here, so a file of the wrong shape is one
+#: line naming the field for every reader, before any of them starts work. ``None`` among
+#: the types: the field may be null. Absent fields are the readers' to default.
+SHAPES = {
+    "provenance": (dict,), "comparable": (dict,), "routes": (list,), "failure_groups": (list,),
+    "complete": (bool,), "census_sha256": (str, type(None)),
+    "summary.verdicts": (dict,), "summary.statuses": (dict,), "summary.routes": (dict,),
+    "summary.registered": (int,), "summary.tested": (int,), "summary.basic": (int,), "summary.strict": (int,),
+    "summary.missing_functions": (dict,), "summary.fallback_overloads": (list,), "summary.fallback_passes": (int,),
+    "summary.native_also": (int,), "summary.native_also_overloads": (list,),
+    "provenance.device": (dict, type(None)), "provenance.runs": (list,), "provenance.spec": (dict, type(None)),
+    "provenance.routes": (dict,), "provenance.visible_devices": (dict, type(None)),
+    **{f"provenance.{name}": (str, type(None)) for name in (
+        "stack", "torch", "triton", "flag_gems", "python", "harness_version", "store_key", "started", "ended",
+        "baseline", "store_path", "spec_path")},
+    "provenance.torch_fl": (dict, str, type(None)),
+}
+
+
+def _check_shapes(document: dict, where: str) -> None:
+    for dotted, types in SHAPES.items():
+        holder, value = document, None
+        for part in dotted.split("."):
+            if not isinstance(holder, dict) or part not in holder:
+                break
+            holder = value = holder[part]
+        else:
+            if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+                expected = " or ".join("null" if t is type(None) else {"dict": "an object", "list": "a list"}.get(
+                    t.__name__, f"a {t.__name__}") for t in types)
+                raise BadInput(f"field '{dotted}' is {type(value).__name__}, expected {expected}", where)
+    for counts in ("summary.verdicts", "summary.statuses"):
+        section, name = counts.split(".")
+        for key, value in (document.get(section, {}).get(name) or {}).items():
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise BadInput(f"field '{counts}.{excerpt(key)}' is {excerpt(value)}, expected a count", where)
+
+
 def check(document: dict, where: str) -> dict:
     """``document`` read back from ``where``, checked as a results file of this schema; its
     ``census_sha256`` recomputed from its cases (a digest in a file is never trusted).
@@ -118,6 +157,7 @@ def check(document: dict, where: str) -> dict:
         raise BadInput("field 'overloads' is missing or not an object: not a survey results file", where)
     if not isinstance(document.get("summary"), dict):
         raise BadInput("field 'summary' is missing or not an object: not a survey results file", where)
+    _check_shapes(document, where)
     for name, entry in overloads.items():
         field = f"overloads.{name}"
         if not isinstance(entry, dict):

@@ -76,13 +76,37 @@ def get(name: str) -> Stack:
     if name in BUILT_IN:
         return BUILT_IN[name]()
     if not is_module_name(name):
-        raise BadInput(f"unknown stack {name!r}: not one of {', '.join(names())}, nor a module name", "--stack")
+        raise not_importable(name)
     return ModuleStack(name)
 
 
 def not_importable(name: str) -> BadInput:
-    """The error for a stack whose module the chosen interpreter cannot find."""
-    return BadInput(f"no importable stack module {name!r} ({' | '.join(names())} | a module with setup())", "--stack")
+    """The one error for a stack that is neither built in nor importable by the chosen
+    interpreter (probe, survey and report alike)."""
+    from flagos_doctor.errors import excerpt
+
+    return BadInput(f"no stack or importable module {excerpt(name)}; stacks: {', '.join(names())}", "--stack")
+
+
+def check(name: str | None, python: str, env: dict | None = None) -> None:
+    """Parent. Refuse ``--stack name`` before any work when it is neither a built-in stack
+    nor a module ``python`` can find (``importlib.util.find_spec`` in a short child under
+    the children's import-path policy, which imports no stack)."""
+    import subprocess
+
+    if name is None or name in BUILT_IN:
+        return
+    get(name)  # not even a module name: refused here
+    from flagos_doctor.childproc import child_env
+
+    finder = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 1)"
+    try:
+        found = subprocess.run([python, "-c", finder, name], env=child_env(env), stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return  # the interpreter itself is checked apart (checks.interpreter); the child will say
+    if not found:
+        raise not_importable(name)
 
 
 def detect() -> str:
@@ -100,4 +124,4 @@ def detect() -> str:
 
 
 __all__ = ["BUILT_IN", "DEFAULT_RULE", "DETECTED", "SURVEY_DEFAULT", "NoBaseline", "Stack", "choices", "detect",
-           "dist_version", "distribution", "get", "is_module_name", "names", "not_importable", "route_sources"]
+           "check", "dist_version", "distribution", "get", "is_module_name", "names", "not_importable", "route_sources"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from flagos_doctor import arms, output
+from flagos_doctor import arms, checks, output
 from flagos_doctor.errors import BadInput
 from flagos_doctor.options import SuiteOptions
 from flagos_doctor.store import Store
@@ -34,6 +34,8 @@ def run(options: SuiteOptions) -> int:
         raise BadInput("--test-cmd and --build-cmd need --repo PATH (the checkout to run them in)")
     if options.repo is not None and not options.test_cmd:
         raise BadInput("--repo needs --test-cmd CMD (how to run the tests of each arm)")
+    checks.writable_file(options.json_path, "--json")
+    checks.writable_file(options.markdown_path, "--markdown")
     flaky = load_flaky(options.flaky)
     store = Store(options.store)
     say = None if options.quiet else (lambda line: print(f"flagos-doctor: suite: {line}", file=sys.stderr))

@@ -11,7 +11,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from flagos_doctor import files
 from flagos_doctor.errors import BadInput
+
+#: Largest flaky list read (a few hundred ids: KBs).
+MAX_FLAKY_BYTES = 1 << 20
 
 
 _COMMENT = re.compile(r"(?:^|\s)#")  # "#" inside an id (test_x[#1]) is not a comment
@@ -44,12 +48,13 @@ def load_flaky(path: str | None) -> FlakyList:
     if path is None:
         return FlakyList()
     try:
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
+        # a regular file of bounded size: a FIFO would block, /dev/zero fill memory, and
+        # /proc/self/environ be echoed into every output as "flaky tests"
+        lines = files.read_regular_text(path, MAX_FLAKY_BYTES, "flaky list", where="--flaky").splitlines()
     except FileNotFoundError:
-        raise BadInput("no such file", path)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"cannot read: {exc}", path)
+        raise BadInput(f"no such file: {path}", "--flaky")
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror or exc}", "--flaky")
     flaky = FlakyList(source=path)
     for line in lines:
         entry = _COMMENT.split(line, 1)[0].strip()

@@ -1,4 +1,7 @@
-"""The comparison document as a terminal view (rich), rendered from the JSON document only."""
+"""The comparison document as a terminal view (rich), rendered from the JSON document only.
+
+Its console reads no markup: test ids hold brackets (``test_x[red]``), which rich would
+take for a style and drop; every style here is a :class:`~rich.text.Text` span."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ MAX_ROWS = 40
 _STYLE = {"regression": "bold red", "fix": "green", "newly skipped": "yellow", "change": "cyan"}
 
 
-@output.register(SCHEMA, output.TERMINAL, soft_wrap=True, highlight=False)
+@output.register(SCHEMA, output.TERMINAL, soft_wrap=True, highlight=False, markup=False)
 def show(document: dict, console: Console) -> None:
     arms = document["arms"]
     coll = document["collection"]

@@ -16,6 +16,7 @@ run the same command again to resume).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -61,13 +62,13 @@ def _validate(options: SurveyOptions) -> None:
     checks.seconds(options.start_timeout, "--start-timeout")
     if options.baseline not in BASELINES:
         raise BadInput(f"--baseline must be one of {', '.join(BASELINES)}, not {options.baseline!r}")
-    if options.repeats < 0:
-        raise BadInput("--repeats must be 0 or more")
+    checks.repeats(options.repeats)
     checks.interpreter(options.python, "--python")
+    stacks.check(options.stack, options.python)
     if options.hints is not None and not options.hints:
         raise BadInput("--hints needs a survey results file")
     # Every place the survey will write, tried now: not after an hour of cases.
-    checks.writable_file(options.output or default_output(options.stack), "--output")
+    checks.writable_file(options.output if options.output is not None else default_output(options.stack), "--output")
     checks.writable_file(options.census_path, "--census")
     checks.writable_file(options.json_path, "--json")
     if not options.no_store:
@@ -129,6 +130,8 @@ def _start_first(workers: pool_module.Pool, stack: str) -> pool_module.WorkerPro
 def _stack_failed(exc: pool_module.StackFailed, stack: str):
     if exc.missing:
         raise stacks.not_importable(stack)
+    if exc.bad_input:
+        raise BadInput(exc.bad_input, "--device")
     raise SurveyFailed(str(exc))
 
 
@@ -162,6 +165,10 @@ def run(options: SurveyOptions) -> int:
 
 def _run(options: SurveyOptions) -> int:
     _validate(options)
+    # The results file by what it is, not by the name given: through a symlink (dangling
+    # too) the file written, locked and resumed is the one it points to, so two surveys
+    # reaching one file by two names hold one lock.
+    options = dataclasses.replace(options, output=os.path.realpath(options.output or default_output(options.stack)))
     # A results file whose case seconds order this run (:mod:`.history`): read and checked
     # before any work, a bad one is one line.
     given_hints = results.load(options.hints) if options.hints else None
@@ -221,9 +228,11 @@ class Survey:
     # run
     fatal: dict | None = None
     interrupted: bool = False
+    already_complete: bool = False  # the results file has every selected overload: nothing to run
     # file
     done: bool = False
     doc: dict | None = None
+    unwritten: BadInput | None = None  # the store could not be written (said after the summary)
 
     def document(self) -> dict:
         """The results document of what is recorded so far."""
@@ -235,6 +244,8 @@ class Survey:
 def _survey(survey: Survey) -> int:
     """The survey's steps, in order; the workers are closed before the results are filed."""
     _plan(survey)
+    if survey.already_complete:
+        return _already_complete(survey)
     try:
         _start(survey)
         _run_tasks(survey)
@@ -262,11 +273,14 @@ def _plan(survey: Survey) -> None:
     else:
         survey.route_set = _route_set(options, survey.config)
     survey.selected = routes.select(survey.route_set, options.ops)
-    if survey.first is None:
-        workers.prestart(len(survey.selected))
     output = options.output or default_output(options.stack)
     survey.journal = Journal(output, provenance.setup_record(options, survey.route_set, survey.spec, survey.spec_dict))
     survey.journal.load()  # refuses another setup before any case runs
+    if survey.first is None and _nothing_to_run(options, survey.journal, survey.selected):
+        survey.already_complete = True  # no worker is started at all
+        return
+    if survey.first is None:
+        workers.prestart(len(survey.selected))
 
 
 def _start(survey: Survey) -> None:
@@ -354,8 +368,14 @@ def _file(survey: Survey) -> None:
     survey.doc = doc
     if survey.done and doc["complete"] and not options.no_store:
         doc_key = survey.provenance.get("store_key") or f"{options.stack}-unknown"
-        filed = Store(options.store).file("survey", doc_key, comparable.fingerprint(journal.comparable), journal.output)
-        survey.provenance["store_path"] = filed
+        try:
+            filed = Store(options.store).file("survey", doc_key, comparable.fingerprint(journal.comparable),
+                                              journal.output)
+        except BadInput as exc:  # a full disk: the results file has the run; said after the summary
+            survey.unwritten = BadInput(f"{exc}; the results file {journal.output} has the run: file it later",
+                                        "--store")
+        else:
+            survey.provenance["store_path"] = filed
 
 
 def _render(survey: Survey) -> int:
@@ -366,15 +386,15 @@ def _render(survey: Survey) -> int:
     if not options.quiet and not survey.tasks and not survey.this_run.get("confirm", {}).get("ran"):
         output_console(stderr=True).print(
             f"complete: {len(survey.selected)} overloads from {output_path}, nothing run; --rerun to run them again")
-    # The results file and the store hold the survey by now: a copy that cannot be written
+    # The results file holds the survey by now: a store or a copy that cannot be written
     # (a full disk) is one line after the summary, and nothing is lost.
-    unwritten = None
+    unwritten = survey.unwritten
     try:
         output.emit(survey.doc, {"census": options.census_path, "json": options.json_path},
                     terminal=None if options.quiet else output.STDOUT_ELSE_STDERR,
                     options={output.TERMINAL: {"output": output_path}}, view_despite_failure=True)
     except BadInput as exc:
-        unwritten = exc
+        unwritten = unwritten or exc
     if not options.quiet and survey.provenance.get("store_path"):
         output_console(stderr=options.json_path == "-").print(f"filed in the store: {survey.provenance['store_path']}")
     if survey.interrupted:
@@ -386,7 +406,60 @@ def _render(survey: Survey) -> int:
             raise stacks.not_importable(options.stack)
         print(f"flagos-doctor: survey stopped: {survey.fatal['message']}", file=sys.stderr)
         return EXIT_FINDING
-    return EXIT_OK if survey.done else EXIT_FINDING
+    return _exit_code(options, survey.doc, survey.selected) if survey.done else EXIT_FINDING
+
+
+def crashed_or_timed_out(document: dict, selected) -> list[str]:
+    """``overload/profile`` of every selected case whose last word is CRASH or TIMEOUT."""
+    overloads = document.get("overloads") or {}
+    return [f"{name}/{case.get('profile')}" for name in selected
+            for case in (overloads.get(name) or {}).get("cases") or []
+            if case.get("status") in (model.CRASH, model.TIMEOUT)]
+
+
+def _exit_code(options: SurveyOptions, document: dict, selected) -> int:
+    """0 when every selected overload got a verdict and no case crashed or timed out; 1
+    when one did: a worker killed by a signal or a hang is the stack's failure, whatever
+    verdict the overload's other cases give it (other verdicts are measured, not judged:
+    ``--compare`` judges them)."""
+    crashed = crashed_or_timed_out(document, selected)
+    if not crashed:
+        return EXIT_OK
+    if not options.quiet:
+        shown = ", ".join(crashed[:5]) + (f" and {len(crashed) - 5} more" if len(crashed) > 5 else "")
+        print(f"flagos-doctor: {len(crashed)} case{'s' if len(crashed) != 1 else ''} crashed or timed out "
+              f"({shown}): exit 1", file=sys.stderr)
+    return EXIT_FINDING
+
+
+def _nothing_to_run(options: SurveyOptions, journal: Journal, selected) -> bool:
+    """Whether the results file already holds every selected overload, confirmed: then no
+    worker is started at all."""
+    if options.rerun or not selected or journal.previous is None or journal.partial or os.path.exists(journal.path):
+        return False  # a journal left by a killed run is compacted by a normal start
+    if any(name not in journal.finished for name in selected):
+        return False
+    finished = {name: journal.finished[name] for name in selected}
+    # The native path the run before found (None: the stack has none) is the one a worker would find.
+    native = ((journal.previous.get("provenance") or {}).get("baseline")) if options.baseline == "native" else None
+    return not confirm.to_repeat(finished, options.repeats) and not (native and confirm.to_baseline(finished))
+
+
+def _already_complete(survey: Survey) -> int:
+    """A results file that already has the survey: its outputs, its view, its exit code;
+    no worker started, nothing rewritten."""
+    from flagos_doctor.console import output_console
+
+    options, journal = survey.options, survey.journal
+    doc = journal.previous
+    if not options.quiet:
+        output_console(stderr=True).print(
+            f"complete: {len(survey.selected)} overloads from {journal.output}, nothing run; --rerun to run them again",
+            markup=False)
+    output.emit(doc, {"census": options.census_path, "json": options.json_path},
+                terminal=None if options.quiet else output.STDOUT_ELSE_STDERR,
+                options={output.TERMINAL: {"output": journal.output}})
+    return _exit_code(options, doc, survey.selected)
 
 
 def _measured(previous: dict | None) -> dict[str, str]:

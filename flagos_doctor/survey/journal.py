@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 
-from flagos_doctor import files
+from flagos_doctor import files, redact
 from flagos_doctor.results import document as results, model
 from flagos_doctor.results.comparable import check_resumable
 
@@ -135,7 +135,7 @@ class Journal:
 
     # -- while running ---------------------------------------------------------------------
     def _append(self, record: dict) -> None:
-        data = (json.dumps(record, sort_keys=True) + "\n").encode()
+        data = (json.dumps(redact.scrub_environ(record), sort_keys=True) + "\n").encode()
         view = memoryview(data)
         try:
             while view:

@@ -41,9 +41,10 @@ MAX_IDLE_DEATHS = 2
 class StackFailed(Exception):
     """A worker could not set the stack up (``missing``: the stack module does not exist)."""
 
-    def __init__(self, message: str, missing: bool = False):
+    def __init__(self, message: str, missing: bool = False, bad_input: str | None = None):
         super().__init__(message)
         self.missing = missing
+        self.bad_input = bad_input  # the user's option at fault (--device), its message alone
 
 
 @dataclass
@@ -161,7 +162,8 @@ class WorkerProcess:
         record = self.scrub(record)
         if record.get("record") != "ready":
             self.close()
-            raise StackFailed(f"stack {config.stack!r} failed to start: {record.get('error')}", bool(record.get("missing")))
+            raise StackFailed(f"stack {config.stack!r} failed to start: {record.get('error')}", bool(record.get("missing")),
+                              str(record.get("error", "")).split(": ", 1)[-1] if record.get("bad_input") else None)
         self.ready = record
         self.start_seconds = time.monotonic() - clock
 
@@ -235,8 +237,9 @@ class WorkerProcess:
             return "ended"
 
     def scrub(self, obj):
-        """``obj`` without the secrets of the worker's environment (:mod:`flagos_doctor.redact`)."""
-        return redact.scrub(obj, self._secrets)
+        """``obj`` without the secrets of the worker's environment, those it started with and
+        those its channel announced since (:mod:`flagos_doctor.redact`)."""
+        return redact.scrub(obj, sorted({*self._secrets, *redact.secret_values({}, learned=True)}, key=len, reverse=True))
 
     def _scrubbing(self, report):
         return lambda event: report(Event(event.kind, event.overload, self.scrub(event.data)))

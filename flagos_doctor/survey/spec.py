@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass, field
 
 from flagos_doctor import files
-from flagos_doctor.errors import BadInput
+from flagos_doctor.errors import BadInput, check_keys, excerpt
 
 #: The spec ``load_spec(None)`` reads: the packaged copy of ``surveys/default.yaml``.
 DEFAULT_SPEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "default.yaml")
@@ -128,9 +129,10 @@ def parse_spec(data, label: str = "spec", path: str = "") -> Spec:
 
     if not isinstance(data, dict):
         raise BadInput("a survey spec is a mapping (name, profiles, tolerances, random_ops)", label)
+    check_keys(data, label)
     unknown = sorted(set(data) - {"name", "profiles", "tolerances", "random_ops", "implementation_defined"})
     if unknown:
-        raise bad(f"unknown field {unknown[0]!r}", unknown[0])
+        raise bad(f"unknown field {excerpt(unknown[0])}", unknown[0][:80])
     name = data.get("name", "unnamed")
     if not isinstance(name, str) or not name:
         raise bad("expected a non-empty string", "name")
@@ -143,14 +145,14 @@ def parse_spec(data, label: str = "spec", path: str = "") -> Spec:
         here = f"profiles[{index}]"
         if not isinstance(raw, dict):
             raise bad("expected a mapping with name, shape, dtype, layout", here)
-        extra = sorted(set(raw) - {"name", "shape", "dtype", "layout"})
+        extra = sorted(set(check_keys(raw, f"{label}: {here}")) - {"name", "shape", "dtype", "layout"})
         if extra:
-            raise bad(f"unknown field {extra[0]!r}", f"{here}.{extra[0]}")
+            raise bad(f"unknown field {excerpt(extra[0])}", f"{here}.{extra[0][:80]}")
         pname = raw.get("name")
         if not isinstance(pname, str) or not pname or any(c.isspace() for c in pname):
             raise bad("expected a name without spaces", f"{here}.name")
-        if pname in seen:
-            raise bad(f"profile {pname!r} named twice", f"{here}.name")
+        if pname in seen:  # a string by now: hashable
+            raise bad(f"profile {excerpt(pname)} named twice", f"{here}.name")
         seen.add(pname)
         shape = raw.get("shape")
         if (not isinstance(shape, list) or not shape or len(shape) > 6
@@ -168,17 +170,17 @@ def parse_spec(data, label: str = "spec", path: str = "") -> Spec:
     if not isinstance(raw_tol, dict):
         raise bad("expected a mapping of dtype to {atol, rtol}", "tolerances")
     tolerances = {}
-    for dtype, raw in raw_tol.items():
+    for dtype, raw in check_keys(raw_tol, f"{label}: tolerances").items():
         here = f"tolerances.{dtype}"
         if dtype not in TOLERANCE_DTYPES:
             raise bad(f"expected one of {', '.join(TOLERANCE_DTYPES)}", here)
-        if not isinstance(raw, dict) or set(raw) != {"atol", "rtol"}:
+        if not isinstance(raw, dict) or set(check_keys(raw, f"{label}: {here}")) != {"atol", "rtol"}:
             raise bad("expected {atol: number, rtol: number}", here)
         values = []
         for key in ("atol", "rtol"):
             value = raw[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise bad("expected a number >= 0", f"{here}.{key}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise bad(f"expected a finite number >= 0, not {excerpt(value)}", f"{here}.{key}")
             values.append(float(value))
         tolerances[dtype] = Tolerance(*values)
 
@@ -195,7 +197,8 @@ def parse_spec(data, label: str = "spec", path: str = "") -> Spec:
     defined = []
     for index, raw in enumerate(raw_defined):
         here = f"implementation_defined[{index}]"
-        if not isinstance(raw, dict) or not {"op", "reason"} <= set(raw) or set(raw) - {"op", "profiles", "reason"}:
+        if (not isinstance(raw, dict) or not {"op", "reason"} <= set(check_keys(raw, f"{label}: {here}"))
+                or set(raw) - {"op", "profiles", "reason"}):
             raise bad("expected {op, reason} and optionally profiles", here)
         op, reason, chosen = raw["op"], raw["reason"], raw.get("profiles")
         if not isinstance(op, str) or not op or any(c.isspace() for c in op):
@@ -203,7 +206,7 @@ def parse_spec(data, label: str = "spec", path: str = "") -> Spec:
         if not isinstance(reason, str) or not reason.strip():
             raise bad("expected a reason: why backends may differ here", f"{here}.reason")
         if chosen is not None:
-            if not isinstance(chosen, list) or not all(p in seen for p in chosen):
+            if not isinstance(chosen, list) or not all(isinstance(p, str) and p in seen for p in chosen):
                 raise bad("expected a list of this spec's profile names", f"{here}.profiles")
             chosen = tuple(chosen)
         defined.append((op, chosen, reason.strip()))

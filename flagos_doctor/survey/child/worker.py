@@ -103,6 +103,7 @@ class Worker:
             device = self.stack.setup_baseline() if request.get("baseline") else self.stack.setup()
             if request.get("device"):
                 device = request["device"]
+                check_device(device)
             if not request.get("list_only"):
                 from flagos_doctor.survey.child.engine import CaseRunner
                 from flagos_doctor.survey.spec import load_spec
@@ -116,6 +117,7 @@ class Worker:
                     "error": f"{type(exc).__name__}: {exc}",
                     "traceback": traceback.format_exc()[-2000:],
                     "missing": missing,
+                    "bad_input": isinstance(exc, BadDevice),
                 }
             )
             return False
@@ -236,6 +238,27 @@ class Worker:
 
 
 # -- provenance (child side: the versions of the interpreter the stack lives in) --------------
+
+
+class BadDevice(ValueError):
+    """``--device`` names no device torch knows here."""
+
+
+def check_device(device: str) -> None:
+    """Raise BadDevice, in a few words, when torch cannot parse ``device`` (torch's own
+    message lists some twenty device types, hundreds of characters, none of them the one
+    the user mistyped)."""
+    import torch
+
+    try:
+        torch.device(device)
+    except (RuntimeError, ValueError, TypeError):
+        try:
+            own = torch._C._get_privateuse1_backend_name()
+        except Exception:  # an older torch: no PrivateUse1 name to offer
+            own = "privateuseone"
+        raise BadDevice(f"unknown device {device!r}: expected a type such as cpu, cuda or {own}, "
+                        "with an optional :INDEX") from None
 
 
 def device_info(device: str) -> dict:
