@@ -139,16 +139,16 @@ def emit(document: dict, to: dict[str, str | None], terminal: str | None = None,
                 break
             took_stdout = took_stdout or path == "-"
     if terminal is not None and not (took_stdout and terminal == STDOUT):
-        _show_on_terminal(document, took_stdout, options)
+        _show_on_terminal(document, took_stdout or terminal == STDERR, options)
     if failed is not None:
         raise failed
 
 
-def _show_on_terminal(document: dict, took_stdout: bool, options: dict) -> None:
+def _show_on_terminal(document: dict, on_stderr: bool, options: dict) -> None:
     from flagos_doctor.console import output_console
 
     shown = view(document, TERMINAL)
-    shown.function(document, output_console(stderr=took_stdout or terminal == STDERR, **shown.console),
+    shown.function(document, output_console(stderr=on_stderr, **shown.console),
                    **options.get(TERMINAL, {}))
 
 
