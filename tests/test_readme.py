@@ -224,7 +224,8 @@ def test_readme_says_the_survey_exit_codes_its_command_documents():
             docstrings.append(ast.get_docstring(ast.parse(handle.read())) or "")
     docstring = next(" ".join(d.split()) for d in docstrings if "130 when interrupted" in d)
     readme = " ".join(open(README, encoding="utf-8").read().split())
-    for phrase in ("0 when every selected overload got a verdict", "whatever the verdicts", "could not complete",
+    for phrase in ("0 when every selected overload got a verdict", "no case crashed or timed out",
+                   "whatever the verdicts", "1 when a case crashed or timed out", "could not complete",
                    "the stack would not start", "workers kept dying at start", "130 when interrupted",
                    "including a results file made with another setup"):
         assert phrase in docstring, phrase

@@ -7,11 +7,13 @@ results file, :mod:`.journal`, and the store) and render (every output through
 :func:`flagos_doctor.output.emit`; the summary is :mod:`.progress`'s view). The results
 document is :mod:`flagos_doctor.results.document`'s. Never imports torch.
 
-Exit status: 0 when every selected overload got a verdict (whatever the verdicts: a survey
-measures; ``--compare`` judges), 1 when the survey could not complete (the stack would not
-start, workers kept dying at start, an internal error), 2 for bad input (including a results
-file made with another setup), 130 when interrupted (the results file and journal are kept:
-run the same command again to resume).
+Exit status: 0 when every selected overload got a verdict and no case crashed or timed out
+(whatever the verdicts: a survey measures; ``--compare`` judges), 1 when a case crashed or
+timed out (the stack's own failure: a worker killed by a signal, or a hang) or when the
+survey could not complete (the stack would not start, workers kept dying at start, an
+internal error), 2 for bad input (including a results file made with another setup), 130
+when interrupted (the results file and journal are kept: run the same command again to
+resume).
 """
 
 from __future__ import annotations
