@@ -23,7 +23,7 @@ import sys
 import time
 
 from flagos_doctor.options import ProbeOptions
-from flagos_doctor.probe.child import STACKS
+from flagos_doctor import stacks
 from flagos_doctor.probe.runner import run_probe
 
 TARGET = 1.3
@@ -54,12 +54,12 @@ def probed(python: str, modules: list[str]) -> tuple[float, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stack", default="demo", choices=sorted(STACKS))
+    parser.add_argument("--stack", default="demo", choices=stacks.names())
     parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MOD")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--python", default=sys.executable)
     args = parser.parse_args()
-    modules = args.imports or STACKS[args.stack]
+    modules = args.imports or list(stacks.get(args.stack).probe_imports)
     bare(args.python, modules)  # warm the file cache for both arms
     times = {"bare": [], "probe": []}
     for _ in range(args.rounds):
