@@ -77,7 +77,9 @@ def _graph() -> dict[str, set[str]]:
 #: not listed is a foundation (files, output, errors, children, the store...).
 FLOORS = (
     ("the command line", ("cli", "__main__")),
-    ("the composite command", ("report",)),  # bundles a probe, a survey's results and a comparison
+    # report bundles a probe, a survey's results, a comparison and an explain document;
+    # explain runs the user's program on the probe's watch and engine
+    ("the composite commands", ("report", "explain")),
     ("commands", ("probe", "survey", "compare", "suite", "matrix")),
     ("shared by commands", ("arms", "options")),
     ("stacks", ("stacks",)),

@@ -24,12 +24,13 @@ SPEC = os.path.join(FIXTURES, "truth-spec.yaml")  # two profiles: 2d-f32, then 1
 ENV = {"PYTHONPATH": os.pathsep.join([FIXTURES, REPO_ROOT])}
 
 
-def noise_survey(tmp, name, *args, sleep="4"):
-    """A survey of the noise stack with a fresh Triton cache; (results document, process)."""
+def noise_survey(tmp, name, *args, sleep="4", exit_code=0):
+    """A survey of the noise stack with a fresh Triton cache; (results document, process).
+    ``exit_code``: 1 when a case is to end TIMEOUT (the stack's failure)."""
     env = {**ENV, "TRITON_CACHE_DIR": str(tmp / "triton-cache"), "NOISESTACK_COMPILE_SLEEP": sleep}
     done = run_cli("survey", "--stack", "noisestack", "--conf", NOISE_CONF, "--spec", SPEC, "--no-store",
                    "-o", f"{name}.json", "--census", f"{name}.census", *args, env=env, cwd=str(tmp))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == exit_code, done.stderr
     with open(tmp / f"{name}.json", encoding="utf-8") as handle:
         return json.load(handle), done
 
@@ -52,8 +53,9 @@ def test_a_kernel_compiling_past_the_timeout_then_running_in_ms_passes(tmp_path)
 
 
 def test_a_kernel_that_hangs_after_compiling_is_still_a_timeout_saying_where_its_time_went(tmp_path):
-    doc, _ = noise_survey(tmp_path, "hang", "--ops", "ceil", "--timeout", "3", "--repeats", "0",
-                          "--workers", "1", sleep="2")
+    doc, done = noise_survey(tmp_path, "hang", "--ops", "ceil", "--timeout", "3", "--repeats", "0",
+                             "--workers", "1", sleep="2", exit_code=1)
+    assert "1 case crashed or timed out (ceil/1d-f32)" in done.stderr
     hang = case(doc, "ceil", "1d-f32")
     assert hang["status"] == model.TIMEOUT
     spent = hang["spent"]

@@ -159,7 +159,7 @@ def _probes(events: list[dict], final: dict | None) -> list[dict]:
     for name, entry in by_name.items():
         if entry["kind"] == "env":
             values = env.get(name[1:])
-            if values is not None:
+            if isinstance(values, dict):  # a secret-named variable's facts come scrubbed whole
                 entry["original"] = values["final"] == values["original"]
         elif entry["kind"] == "state" and entry["original"] is None:
             entry["original"] = not entry["write_events"]

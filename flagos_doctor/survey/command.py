@@ -11,9 +11,9 @@ Exit status: 0 when every selected overload got a verdict and no case crashed or
 (whatever the verdicts: a survey measures; ``--compare`` judges), 1 when a case crashed or
 timed out (the stack's own failure: a worker killed by a signal, or a hang) or when the
 survey could not complete (the stack would not start, workers kept dying at start, an
-internal error), 2 for bad input (including a results file made with another setup), 130
-when interrupted (the results file and journal are kept: run the same command again to
-resume).
+internal error), 2 for bad input (including a results file made with another setup),
+130 when interrupted (the results file and journal are kept: run the same command again
+to resume).
 """
 
 from __future__ import annotations
