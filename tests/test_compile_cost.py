@@ -51,10 +51,6 @@ def test_the_cold_cost_table_matches_the_installed_flag_gems(tmp_path):
     assert long_lists <= named, f"long configuration lists not in compile_cost: {sorted(long_lists - named)}"
 
 
-def test_compile_groups_are_a_family_and_a_dtype():
-    assert compile_cost.compile_group("mm.out", "1d-f32") == ("mm", "f32")
-    assert compile_cost.compile_group("mm", "2d-f32-strided") == ("mm", "f32")
-    assert compile_cost.compile_group("mm", None) == ("mm", None)
-    assert compile_cost.compile_group("abs", "2d-f32") is None  # not compile-heavy: no hold
+def test_a_case_is_predicted_its_familys_cold_cost():
     assert compile_cost.predicted(("mm", ["2d-f32", "1d-f32"])) == 2 * compile_cost.COLD_COST["mm"].seconds
     assert compile_cost.predicted(("abs", None)) == 0.0

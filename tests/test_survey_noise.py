@@ -52,6 +52,20 @@ def test_a_kernel_compiling_past_the_timeout_then_running_in_ms_passes(tmp_path)
     assert not any(c.get("repeats") for c in cases)  # nothing failed: nothing ran again
 
 
+def test_two_workers_needing_one_kernel_compile_it_once_and_the_wait_is_off_the_clock(tmp_path):
+    # floor compiles the same kernel on both profiles; with two workers and nothing else to
+    # do, its second case starts while the first compiles (6 s asleep in the pipeline).
+    doc, _ = noise_survey(tmp_path, "one-compile", "--ops", "floor", "--timeout", "2", "--workers", "2",
+                          "--repeats", "0", sleep="6")
+    cases = doc["overloads"]["floor"]["cases"]
+    assert [c["status"] for c in cases] == [model.PASS, model.PASS], cases
+    triton = [c.get("triton") or {} for c in cases]
+    assert sorted(t.get("compiles", 0) for t in triton) == [0, 1]  # compiled once in all
+    (waited,) = [t for t in triton if t.get("compiles", 0) == 0]
+    assert waited["compile_lock_waits"] == 1 and waited["compile_cache_hits"] == 1
+    assert waited["compile_lock_seconds"] > 2  # longer than --timeout, and still a PASS
+
+
 def test_a_kernel_that_hangs_after_compiling_is_still_a_timeout_saying_where_its_time_went(tmp_path):
     doc, done = noise_survey(tmp_path, "hang", "--ops", "ceil", "--timeout", "3", "--repeats", "0",
                              "--workers", "1", sleep="2", exit_code=1)

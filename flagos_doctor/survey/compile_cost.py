@@ -15,15 +15,11 @@ lengths current against the installed flag_gems (a kernel that gains configurati
 costs more) and fails when a list of 20 configurations or more is in no family here and
 not among :data:`CHEAP_LONG_LISTS` (measured cheap).
 
-Used twice, both only for order (what a case computes never changes):
-
-* :func:`predicted` gives a case with no timing hint its family's cold cost, so
-  :func:`flagos_doctor.survey.history.slow_first` starts the compile-heavy families first;
-* :func:`compile_group` names the cases that compile the same configurations: one family,
-  one dtype (the profile name's second part: ``2d-f32`` and ``1d-f32`` specialise the same
-  kernels for float32). The schedule never runs two cases of one group of a family here
-  at the same time (:class:`flagos_doctor.survey.schedule.Schedule`): the second finds the
-  first's kernels in Triton's cache instead of compiling them again beside it.
+Used only for order (what a case computes never changes): :func:`predicted` gives a case
+with no timing hint its family's cold cost, so
+:func:`flagos_doctor.survey.history.slow_first` starts the compile-heavy families first.
+That two workers never compile the same kernel at once is the workers' own rule
+(:mod:`flagos_doctor.survey.child.compile_lock`), per compilation.
 """
 
 from __future__ import annotations
@@ -86,12 +82,6 @@ def family(name: str) -> str:
     return name.split(".", 1)[0]
 
 
-def dtype_of(profile: str) -> str:
-    """The dtype part of a profile name (``2d-f32`` -> ``f32``; ``2d-f32-strided`` -> ``f32``)."""
-    parts = profile.split("-")
-    return parts[1] if len(parts) > 1 else profile
-
-
 def predicted(task: tuple) -> float:
     """The cold seconds of ``task`` ((overload, profiles or None)): its family's cost a case
     (a whole overload counts as one case: its profiles are not known yet); 0 when none."""
@@ -100,13 +90,3 @@ def predicted(task: tuple) -> float:
     if cost is None:
         return 0.0
     return cost.seconds * (len(profiles) if profiles is not None else 1)
-
-
-def compile_group(name: str, profile: str | None) -> tuple | None:
-    """The cases that compile the same configurations as ``name`` on ``profile``: (family,
-    dtype) for a compile-heavy family, else None (no such hold). ``profile`` None (a whole
-    overload) is every dtype: ``(family, None)``."""
-    key = family(name)
-    if key not in COLD_COST:
-        return None
-    return (key, None if profile is None else dtype_of(profile))

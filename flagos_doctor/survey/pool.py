@@ -388,7 +388,7 @@ class Pool:
     def stop(self) -> None:
         """Stop handing out overloads and kill every live worker."""
         self._stop.set()
-        self._tasks.close()  # slots waiting for a compile group stop waiting
+        self._tasks.close()  # a slot about to take a task takes none
         self._tasks_ready.set()  # prestarted slots stop waiting
         with self._live_lock:
             live = list(self._live.values())

@@ -34,14 +34,12 @@ compiled, so it does work of its own (FlagGems autotunes ``mm`` anew for each dt
 holding it would only add its lead's time to the overload's. It still waits for its
 family: a sibling of the same profile autotunes the same keys.
 
-Compiling the same configurations twice at once is never allowed, by contrast, for the
-compile-heavy families (:mod:`.compile_cost`, ``mm``, ``conv2d``, ``bmm``...): two cases
-of one such family and one dtype (``mm`` 2d-f32, ``mm`` 1d-f32, ``mm.out`` 4d-f32) compile
-the same kernels for the same configurations, and on a cold H200 three ``mm`` float32
-cases compiling them side by side among 16 workers each waited 120 s. So a task of such a
-*compile group* waits while another of its group runs, even when a worker has nothing
-else to do (``compile_waits`` counts the tasks that waited so); the second then finds the
-kernels in Triton's cache. Cases of other dtypes of the family run beside it.
+Compiling the same kernel twice at once is never allowed, by contrast; that is settled
+in the workers, per compilation (:mod:`flagos_doctor.survey.child.compile_lock`), not here
+per case: the cases of a compile-heavy family and dtype share some kernels and not
+others (``mm [4d-f32]`` reused 87 of ``mm [2d-f32]``'s 162, ``mm [1d-f32]`` none), so
+holding whole cases apart held back cases that shared nothing. On a cold H200 that put
+``mm [1d-f32]``'s 115 s after ``mm [2d-f32]``'s 128 s on one path (276 s in all).
 
 The order changes when a case runs, never what it does: the census is the same in any
 order. Standard library only (the parent uses it).
@@ -50,8 +48,6 @@ order. Standard library only (the parent uses it).
 from __future__ import annotations
 
 import threading
-
-from flagos_doctor.survey.compile_cost import compile_group
 
 #: A task for every profile (profiles None) stands for each of them.
 _ALL = None
@@ -63,7 +59,7 @@ def family(name: str) -> str:
 
 
 class _Entry:
-    __slots__ = ("position", "task", "name", "family", "profiles", "lead", "running", "groups")
+    __slots__ = ("position", "task", "name", "family", "profiles", "lead", "running")
 
     def __init__(self, position: int, task: tuple, lead: bool):
         self.position = position
@@ -73,17 +69,6 @@ class _Entry:
         self.profiles = None if task[1] is None else frozenset(task[1])
         self.lead = lead  # handed out without waiting for its overload's first task
         self.running = False
-        # the compile groups it compiles (compile_cost.compile_group); empty: not compile-heavy
-        profiles = [None] if task[1] is None else task[1]
-        self.groups = {group for group in (compile_group(self.name, p) for p in profiles) if group is not None}
-
-    def compiles_with(self, other: "_Entry") -> bool:
-        """Whether the two compile the same configurations (a compile group in common)."""
-        for mine in self.groups:
-            for theirs in other.groups:
-                if mine[0] == theirs[0] and (mine[1] is None or theirs[1] is None or mine[1] == theirs[1]):
-                    return True
-        return False
 
     def shares_profile(self, other: "_Entry") -> bool:
         if self.profiles is _ALL or other.profiles is _ALL:
@@ -100,11 +85,7 @@ class Schedule:
 
     def __init__(self, tasks: list[tuple] = (), hold_followers: bool = True, hold_family: bool = True):
         self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)  # a task finished, or the schedule closed
         self._closed = False
-        self._running: list[_Entry] = []
-        self.compile_waits = 0  # tasks that waited, with nothing else to run, for their compile group
-        self._compile_waited: set[int] = set()
         self._waiting: list[_Entry] = []  # in order
         self._families: dict[str, list[_Entry]] = {}  # family -> its entries not yet finished
         self._seen: set[str] = set()  # overloads with a task given
@@ -146,55 +127,35 @@ class Schedule:
                 return False
         return True
 
-    def _compile_free(self, entry: _Entry) -> bool:
-        if not self.hold_family or not entry.groups:  # hold_family off: the order given, nothing held
-            return True
-        return not any(entry.compiles_with(other) for other in self._running)
-
     def take(self) -> tuple | None:
-        """The next task, or None when none is left (or the schedule was closed).
-
-        The first task in the given order that waits for nothing; when there is none, the
-        earliest waiting task (counted) whose compile group is not running; when every task
-        left waits for its compile group, it blocks until a task finishes.
-        """
+        """The next task, or None when none is left (or the schedule was closed): the first
+        in the given order that waits for nothing, else the earliest (counted)."""
         with self._lock:
-            while True:
-                if not self._waiting or self._closed:
-                    return None
-                chosen = None
-                for index, entry in enumerate(self._waiting):
-                    if not self._overload_ready(entry) or not self._compile_free(entry):
-                        continue
-                    if self._family_ready(entry):
-                        chosen = index
-                        break
-                    if entry.position not in self._waited:
-                        self._waited.add(entry.position)
-                        self.family_waits += 1
-                if chosen is None:
-                    free = [i for i, entry in enumerate(self._waiting) if self._compile_free(entry)]
-                    if not free:  # all wait for a compile group in progress: never compile it twice
-                        for entry in self._waiting:
-                            if entry.position not in self._compile_waited:
-                                self._compile_waited.add(entry.position)
-                                self.compile_waits += 1
-                        self._changed.wait()
-                        continue
-                    chosen = free[0]
-                    entry = self._waiting[chosen]
-                    if not self._overload_ready(entry):
-                        self.followers_early += 1
-                    else:
-                        self.family_early += 1
-                entry = self._waiting.pop(chosen)
-                entry.running = True
-                self._running.append(entry)
-                return entry.task
+            if not self._waiting or self._closed:
+                return None
+            chosen = None
+            for index, entry in enumerate(self._waiting):
+                if not self._overload_ready(entry):
+                    continue
+                if self._family_ready(entry):
+                    chosen = index
+                    break
+                if entry.position not in self._waited:
+                    self._waited.add(entry.position)
+                    self.family_waits += 1
+            if chosen is None:
+                chosen = 0
+                if not self._overload_ready(self._waiting[0]):
+                    self.followers_early += 1
+                else:
+                    self.family_early += 1
+            entry = self._waiting.pop(chosen)
+            entry.running = True
+            return entry.task
 
     def finished(self, task: tuple) -> None:
         """``task`` (as :meth:`take` gave it) has ended: its overload's followers are ready
-        now, and its family's tasks of the same profiles (or compile group) no longer wait for it."""
+        now, and its family's tasks of the same profiles no longer wait for it."""
         name = task[0]
         with self._lock:
             self._ended.add(name)
@@ -203,17 +164,11 @@ class Schedule:
                 if entry.running and entry.task == task:
                     del entries[index]
                     break
-            for index, entry in enumerate(self._running):
-                if entry.task == task:
-                    del self._running[index]
-                    break
-            self._changed.notify_all()
 
     def close(self) -> None:
-        """Hand out nothing more: every :meth:`take`, waiting or not, returns None."""
+        """Hand out nothing more: every later :meth:`take` returns None."""
         with self._lock:
             self._closed = True
-            self._changed.notify_all()
 
     def empty(self) -> bool:
         with self._lock:
@@ -223,4 +178,4 @@ class Schedule:
         """For the run's provenance: what was held, and how many went early for want of work."""
         return {"hold_followers": self.hold_followers, "followers_early": self.followers_early,
                 "hold_family": self.hold_family, "family_waits": self.family_waits,
-                "family_early": self.family_early, "compile_waits": self.compile_waits}
+                "family_early": self.family_early}

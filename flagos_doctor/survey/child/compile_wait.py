@@ -82,17 +82,26 @@ class CompileWait:
 
     def install(self) -> bool:
         """Wrap the Triton the stack imported; False when there is none (nothing to wait on)."""
-        compiler = sys.modules.get("triton.compiler.compiler")
-        if compiler is None or not callable(getattr(compiler, "compile", None)):
+        if not replace_compile(lambda original: self._wrap(original, "compile")):
             return False
-        original = compiler.compile
-        wrapped = self._wrap(original, "compile")
-        for name in ("triton.compiler.compiler", "triton.compiler", "triton"):
-            module = sys.modules.get(name)
-            if module is not None and getattr(module, "compile", None) is original:
-                module.compile = wrapped
         tuner_class = getattr(sys.modules.get("triton.runtime.autotuner"), "Autotuner", None)
         bench = getattr(tuner_class, "_bench", None)
         if callable(bench):
             tuner_class._bench = self._wrap(bench, "autotune")
         return True
+
+
+def replace_compile(wrap) -> bool:
+    """Put ``wrap(compile)`` in place of Triton's ``compile`` wherever the stack's Triton
+    holds it (the three places of the module doc); False when no Triton is imported.
+    Also used by :mod:`.compile_lock`, whose wrapper goes in first (innermost)."""
+    compiler = sys.modules.get("triton.compiler.compiler")
+    if compiler is None or not callable(getattr(compiler, "compile", None)):
+        return False
+    original = compiler.compile
+    wrapped = wrap(original)
+    for name in ("triton.compiler.compiler", "triton.compiler", "triton"):
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "compile", None) is original:
+            module.compile = wrapped
+    return True

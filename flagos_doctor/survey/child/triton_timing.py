@@ -25,6 +25,9 @@ autotunings ends) changed since its last one; ``autotune_seconds`` is the time s
 :attr:`TritonTimes.autotune_source` says which way the figures were taken.
 ``autotune_short_timed`` counts the configurations timed on the survey's short budget
 (:mod:`.autotune_timing`): 0 where an autotuning ran means it did not apply there.
+``compile_lock_waits`` and ``compile_lock_seconds`` count the compilations that waited for
+another worker compiling the same kernel, and how long (:mod:`.compile_lock`); such a
+compilation then reads as a cache hit.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ class TritonTimes:
     """Running totals of Triton's compilations and autotunings in this process."""
 
     FIELDS = ("compiles", "compile_seconds", "compile_cache_hits", "autotunes", "autotune_seconds",
-              "autotune_cache_hits", "autotune_short_timed")
+              "autotune_cache_hits", "autotune_short_timed", "compile_lock_waits", "compile_lock_seconds")
 
     def __init__(self):
         self._lock = threading.Lock()  # Triton may compile from more than one thread
@@ -134,6 +137,12 @@ class TritonTimes:
             check_disk_cache.__wrapped__ = check
             tuner_class.check_disk_cache = check_disk_cache
         return True
+
+    def lock_waited(self, seconds: float) -> None:
+        """A compilation waited ``seconds`` for another worker's (:mod:`.compile_lock`)."""
+        with self._lock:
+            self.totals["compile_lock_waits"] += 1
+            self.totals["compile_lock_seconds"] += seconds
 
     def snapshot(self) -> dict:
         with self._lock:

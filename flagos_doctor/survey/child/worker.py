@@ -129,8 +129,14 @@ class Worker:
         timing = autotune_timing.install(request.get("autotune_timing") or "short")
         times = TritonTimes()
         self.triton_times = times if times.install() else None
+        from flagos_doctor.survey.child.compile_lock import CompileLock
         from flagos_doctor.survey.child.compile_wait import CompileWait
 
+        # The lock goes in first, so the wait for another worker's compilation is inside the
+        # announced compile wait: --timeout does not count it either.
+        lock = CompileLock.for_survey(times.lock_waited if self.triton_times else None)
+        if lock is not None:
+            lock.install()
         wait = CompileWait(self.channel.emit)
         self.compile_wait = wait if wait.install() else None
         found = provenance(self.stack, device)
