@@ -126,6 +126,22 @@ def test_a_case_poisoned_by_an_earlier_case_names_it_and_the_culprit_carries_the
     assert "frac\t1d-f32\tERROR\tkernel\n" in census and "trunc\t2d-f32\tPASS\tkernel\n" in census
     said = " ".join(done.stdout.split())
     assert "trunc [2d-f32]: illegal memory access in its first run, left there by frac [1d-f32] (replayed)" in said
+    # Against a run where nothing poisoned trunc, its PASS is no change (its first run made
+    # the survey take a baseline, which a PASS does not need), and the comparison says why
+    # the two records differ: H200, 5c9d6f4 vs ceb4821, native_dropout "PASS -> PASS".
+    noise_survey(tmp_path, "clean", "--ops", "trunc", "--workers", "1")
+    compared = run_cli("survey", "--compare", "poison.json", "clean.json", "--fail-on", "never",
+                       "--json", "compare.json", "--markdown", "compare.md", env=ENV, cwd=str(tmp_path))
+    assert compared.returncode == 0, compared.stderr
+    with open(tmp_path / "compare.json", encoding="utf-8") as handle:
+        comparison = json.load(handle)
+    assert victim["baseline"]["status"] == model.PASS  # its first run failed: the native path ran it
+    assert not [c for c in comparison["cases_changed"] if c["overload"] == "trunc"]
+    assert comparison["sticky_traced"] == [{"arm": "a", "overload": "trunc", "profile": "2d-f32", "status": model.PASS,
+                                            "poisoned_by": {"overload": "frac", "profile": "1d-f32"}}]
+    told = ("A: trunc [2d-f32] is PASS; its first run's sticky device error was left by frac [1d-f32] (replayed)")
+    assert told in " ".join(compared.stdout.split())
+    assert told in (tmp_path / "compare.md").read_text()
 
 
 def test_a_timeout_spent_compiling_is_never_flaky():

@@ -11,6 +11,10 @@ document of schema ``flagos-doctor/compare/1``::
     transitions       [{overload, from, to, kind, mark}]: verdict changes, regressions first
     cases_changed     [{overload, profile, from: {status, route[, baseline]}|null, to: ..., regression}]
     flaky_only        bool: cases changed, and each of them is FLAKY on one side or the other
+    sticky_traced     [{arm, overload, profile, status, poisoned_by}]: cases whose first run
+                      in that arm failed with a sticky device error another case of its
+                      worker left behind, traced by replay (:mod:`..survey.replay`): the
+                      survey's noise, told so that a difference in their records is explained
     change_groups     [{from, to, cases, overloads, regression, members}]: the changed cases
                       grouped by status and cause on each side (:mod:`..results.groups`)
     failure_groups    [{status, signature, presence, a, b, examples, members}]: the
@@ -51,9 +55,20 @@ def _case_view(case: dict | None) -> dict | None:
     if case is None:
         return None
     view = {"status": case.get("status"), "route": case.get("route")}
-    if (case.get("baseline") or {}).get("status"):
+    # The baseline says whether the native path shares a failure. It runs for any case
+    # whose first run failed, so beside a PASS it tells only how the survey got there (a
+    # first run poisoned by another case, on the H200: native_dropout "PASS -> PASS").
+    if view["status"] != PASS and (case.get("baseline") or {}).get("status"):
         view["baseline"] = case["baseline"]["status"]
     return view
+
+
+def _sticky_traced(arm: str, overloads: dict) -> list[dict]:
+    """The cases of one arm whose first run another case poisoned (``poisoned_by``)."""
+    return [{"arm": arm, "overload": name, "profile": case.get("profile"), "status": case.get("status"),
+             "poisoned_by": case["poisoned_by"]}
+            for name, entry in sorted(overloads.items()) for case in (entry or {}).get("cases") or []
+            if isinstance(case, dict) and isinstance(case.get("poisoned_by"), dict)]
 
 
 def case_text(view: dict | None) -> str:
@@ -214,6 +229,7 @@ def compare(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B", force: 
         "cases_changed": cases_changed,
         "flaky_only": bool(cases_changed) and all(
             FLAKY in ((c["from"] or {}).get("status"), (c["to"] or {}).get("status")) for c in cases_changed),
+        "sticky_traced": _sticky_traced("a", over_a) + _sticky_traced("b", over_b),
         "change_groups": groups.change_groups(signed),
         "failure_groups": groups.compared_groups(over_a, over_b),
         "regressions": len(regressed),
@@ -228,6 +244,15 @@ def compare(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B", force: 
             "b": {"label": label_b, "context": {name: lookup(b, paths) for name, paths in CONTEXT}},
         },
     }
+
+
+def sticky_text(entry: dict) -> str:
+    """A traced sticky error in words, for the renderers."""
+    culprit = entry.get("poisoned_by") or {}
+    by = (f"{culprit.get('overload')} [{culprit.get('profile')}]" if culprit.get("overload")
+          else f"{culprit.get('cases')} earlier cases together")
+    return (f"{entry['arm'].upper()}: {entry['overload']} [{entry.get('profile')}] is {entry.get('status')}; "
+            f"its first run's sticky device error was left by {by} (replayed)")
 
 
 def exit_code(comparison: dict, fail_on: str) -> int:

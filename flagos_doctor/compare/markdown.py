@@ -10,7 +10,7 @@ while they fit. Lists of :data:`INLINE_MAX` rows or fewer stay open.
 from __future__ import annotations
 
 from flagos_doctor import output
-from flagos_doctor.compare.diff import COMPARE_SCHEMA, case_text
+from flagos_doctor.compare.diff import COMPARE_SCHEMA, case_text, sticky_text
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, code
 from flagos_doctor.results import groups
 from flagos_doctor.results.groups import overloads_named
@@ -76,6 +76,10 @@ def render_into(page: Page, comparison: dict, heading_level: int = 2, base_prior
     ]
     if comparison.get("flaky_only"):
         out.append(f"- the runs differ only in cases either side marks FLAKY ({len(comparison['cases_changed'])})")
+    traced = comparison.get("sticky_traced") or []
+    if traced:
+        out.append(f"- sticky device errors traced to another case, not the stack's ({len(traced)}):")
+        out += [f"  - {_cell(sticky_text(entry))}" for entry in traced[:HEADLINES]]
     failures = comparison.get("failure_groups") or []
     counted = groups.counted(failures)  # as the survey's summary: not INVALID_CASE, UNVERIFIABLE, FLAKY
     if counted:

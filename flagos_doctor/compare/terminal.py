@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from flagos_doctor import output
-from flagos_doctor.compare.diff import COMPARE_SCHEMA, case_text
+from flagos_doctor.compare.diff import COMPARE_SCHEMA, case_text, sticky_text
 from flagos_doctor.results.groups import overloads_named
 
 _KIND_STYLE = {"regression": "bold red", "fix": "green", "change": "yellow"}
@@ -138,6 +138,10 @@ def show(comparison: dict, console: Console, show_all: bool = False) -> None:
     )
     if comparison.get("flaky_only"):
         console.print(f"the runs differ only in cases either side marks FLAKY ({len(comparison['cases_changed'])})")
+    traced = comparison.get("sticky_traced") or []
+    if traced:
+        _block(console, f"Sticky device errors traced to another case, not the stack's ({len(traced)})",
+               [sticky_text(entry) for entry in traced], len(traced) if show_all else TOP, more)
     regressions = comparison.get("regressions", 0)
     console.print(
         Text.assemble(
