@@ -190,12 +190,13 @@ case "$step" in
     # back as .whl/store.tar): an arm surveyed there is not built again.
     [ -d $WORK/store ] || { [ -f .whl/store.tar ] && mkdir -p $WORK/store && tar xf .whl/store.tar -C $WORK/store; }
     git -C $WORK/Torch-FL show ceb4821:torch_fl/configs/backends_flaggems.conf > $WORK/backends_flaggems-ceb4821.conf
-    # COMMIT_OPS (optional) replaces the sample below, e.g. to fit what device time is left.
+    # COMMIT_OPS (optional) replaces the sample below, e.g. to fit what device time is left;
+    # set and empty (COMMIT_OPS=) it surveys the whole conf.
     OPS=sum.out,sum.IntList_out,cumsum.out,mm.out,softshrink.out,where.self_out,addmm.dtype_out
-    OPS=${COMMIT_OPS:-$OPS,abs,add.Tensor,mul_.Tensor,mm,bmm,_softmax,sum,sum.dim_IntList,cumsum,where.self,exp}
+    OPS=${COMMIT_OPS-$OPS,abs,add.Tensor,mul_.Tensor,mm,bmm,_softmax,sum,sum.dim_IntList,cumsum,where.self,exp}
     timeout "${SURVEY_SECONDS:-540}" python3 -m flagos_doctor survey --compare 5c9d6f4 ceb4821 \
       --repo $WORK/Torch-FL --build-cmd 'python3 -m flagos_doctor.torch_fl_build .' \
-      --stack torch_fl --conf $WORK/backends_flaggems-ceb4821.conf --ops "$OPS" \
+      --stack torch_fl --conf $WORK/backends_flaggems-ceb4821.conf ${OPS:+--ops "$OPS"} \
       --workers "${WORKERS:-8}" --timeout 300 --store $WORK/store \
       --json "$OUT/compare-5c9d6f4-ceb4821.json" --markdown "$OUT/compare-5c9d6f4-ceb4821.md"
     echo "compare exit: $?"
