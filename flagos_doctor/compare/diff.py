@@ -42,7 +42,7 @@ from __future__ import annotations
 from flagos_doctor import arms
 from flagos_doctor.results import groups
 from flagos_doctor.results.comparable import CONTEXT, differences, lookup
-from flagos_doctor.results.model import FAILED, FLAKY, PASS, PENDING, VERDICT_RANK, VERDICTS
+from flagos_doctor.results.model import FAILED, FLAKY, PASS, PENDING, VERDICT_RANK, VERDICTS, poisoned_by_text
 
 COMPARE_SCHEMA = "flagos-doctor/compare/1"
 
@@ -248,11 +248,8 @@ def compare(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B", force: 
 
 def sticky_text(entry: dict) -> str:
     """A traced sticky error in words, for the renderers."""
-    culprit = entry.get("poisoned_by") or {}
-    by = (f"{culprit.get('overload')} [{culprit.get('profile')}]" if culprit.get("overload")
-          else f"{culprit.get('cases')} earlier cases together")
     return (f"{entry['arm'].upper()}: {entry['overload']} [{entry.get('profile')}] is {entry.get('status')}; "
-            f"its first run's sticky device error was left by {by} (replayed)")
+            f"its first run's sticky device error was left by {poisoned_by_text(entry['poisoned_by'])} (replayed)")
 
 
 def exit_code(comparison: dict, fail_on: str) -> int:

@@ -70,3 +70,12 @@ def missing_from_detail(detail: str) -> str | None:
     if not found:
         return None
     return f"{found.group(1)}.{found.group(2)}"
+
+
+def poisoned_by_text(culprit: dict) -> str:
+    """The case a replay found behind another's sticky device error (a case's ``poisoned_by``,
+    :mod:`flagos_doctor.survey.replay`), in words: ``frac [1d-f32]``, or ``3 earlier cases
+    together`` when no single case brought the error back."""
+    if culprit.get("overload"):
+        return f"{culprit['overload']} [{culprit.get('profile')}]"
+    return f"{culprit.get('cases')} earlier cases together"

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from flagos_doctor.survey.schedule import family
+
 
 @dataclass(frozen=True)
 class Cost:
@@ -76,10 +78,6 @@ CHEAP_LONG_LISTS = {
     "nonzero": (24, "nonzero: 0.88 s a case"),
     "masked_select": (20, "masked_select: 0.22 s a case"),
 }
-
-
-def family(name: str) -> str:
-    return name.split(".", 1)[0]
 
 
 def predicted(task: tuple) -> float:

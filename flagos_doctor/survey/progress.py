@@ -116,9 +116,7 @@ def show_summary(document: dict, console, output: str | None = None) -> None:
         why = case.get("signal") or case.get("poison") or case["detail"]
         culprit = case.get("poisoned_by")
         if culprit:  # its first run's sticky error was another case's (survey/replay.py)
-            by = (f"{culprit['overload']} [{culprit['profile']}]" if culprit.get("overload")
-                  else f"{culprit.get('cases')} earlier cases together")
-            why = f"{why} in its first run, left there by {by} (replayed)"
+            why = f"{why} in its first run, left there by {model.poisoned_by_text(culprit)} (replayed)"
         console.print(f"[red]{case['status']}[/] {name} [{case['profile']}]: {why}")
     if len(bad) > 10:
         console.print(f"[red]... and {len(bad) - 10} more crash/timeout/poison cases")
