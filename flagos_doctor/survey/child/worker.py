@@ -127,6 +127,9 @@ class Worker:
         from flagos_doctor.survey.child.triton_timing import TritonTimes
 
         timing = autotune_timing.install(request.get("autotune_timing") or "short")
+        from flagos_doctor.survey.child import compile_pool
+
+        pooled = compile_pool.install()  # inside the autotune figures and waits wrapped below
         times = TritonTimes()
         self.triton_times = times if times.install() else None
         from flagos_doctor.survey.child.compile_lock import CompileLock
@@ -141,6 +144,7 @@ class Worker:
         self.compile_wait = wait if wait.install() else None
         found = provenance(self.stack, device)
         found["autotune_timing"] = timing
+        found["compile_pool"] = pooled
         if self.triton_times is not None:  # how the cases' autotune figures were taken (triton_timing.py)
             found["triton_autotune_figures"] = times.autotune_source
         self.channel.emit({"record": "ready", "device": device, "provenance": found,
