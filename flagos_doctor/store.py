@@ -108,3 +108,33 @@ class Store:
             newest = max(matches, key=lambda e: os.path.getmtime(e.path))
             return newest.path
         return matches[0].path
+
+
+class Culprits:
+    """The cases a replay found leaving a sticky device error behind on one stack
+    (:mod:`flagos_doctor.survey.replay`), latest first, in ``<root>/culprits/<stack>.json``:
+    the next survey of the stack tries them first. The same culprit poisoned a case in
+    every torch_fl survey of a week (both arms of a compare too); a bisection for it costs
+    several replays, a known culprit one. A hint, never a verdict: a known culprit counts
+    only when its replay brings the error back, so a file that cannot be read is no list."""
+
+    SCHEMA = "flagos-doctor/culprits/1"
+    SCHEMA_PREFIX = "flagos-doctor/culprits/"
+    KEEP = 50
+
+    def __init__(self, store: Store, stack: str):
+        self.path = os.path.join(store.root, "culprits", safe_name(stack) + ".json")
+
+    def known(self) -> list[tuple[str, str]]:
+        try:
+            document = files.load_json(self.path, self.SCHEMA_PREFIX)
+            return [(str(overload), str(profile)) for overload, profile in document.get("culprits", [])]
+        except (BadInput, OSError, TypeError, ValueError):
+            return []
+
+    def remember(self, culprit: tuple[str, str]) -> None:
+        found = [tuple(culprit)] + [c for c in self.known() if c != tuple(culprit)]
+        try:
+            files.write_json(self.path, {"schema": self.SCHEMA, "culprits": [list(c) for c in found[: self.KEEP]]})
+        except BadInput:
+            pass  # a store that cannot be written loses a hint, not a result

@@ -30,7 +30,7 @@ from flagos_doctor import checks, files, lock, stacks
 from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, BadInput
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor import output  # progress and results register the survey's views
-from flagos_doctor.store import Store, safe_name
+from flagos_doctor.store import Culprits, Store, safe_name
 from flagos_doctor.results import comparable, document as results, model
 from flagos_doctor.survey import confirm, history, pool as pool_module, progress, provenance, replay, routes, sizing
 from flagos_doctor.survey.journal import Journal
@@ -496,7 +496,8 @@ def _confirm(survey: Survey) -> bool:
         this_run["confirm"].update(confirm.confirm(
             survey.config, this_run["workers"], journal.finished, repeats=options.repeats, baseline_label=label,
             overloads=survey.route_set.overloads, native_route=options.native_route, note=note,
-            save=lambda: files.write_json(journal.output, survey.document())))
+            save=lambda: files.write_json(journal.output, survey.document()),
+            culprits=None if options.no_store else Culprits(Store(options.store), options.stack)))
     except KeyboardInterrupt:
         return True
     return False

@@ -224,7 +224,7 @@ def _run_concurrently(passes: list[tuple[WorkerConfig, list]], workers: int, not
 
 def confirm(config: WorkerConfig, workers: int, finished: dict[str, list[dict]], *, repeats: int,
             baseline_label: str | None, overloads: list[str], native_route: str | None, note=None,
-            save=None) -> dict:
+            save=None, culprits=None) -> dict:
     """Repeat the failures, and run them on the native path when the stack has one.
 
     Edits the case records of ``finished`` in place; returns what was done, for the run's
@@ -299,7 +299,11 @@ def confirm(config: WorkerConfig, workers: int, finished: dict[str, list[dict]],
     _run_concurrently(passes, workers, note, ended, starting)
     done: dict = {"repeats": rep_figures}
     if replay.suspects(finished):  # FLAKY by a sticky error: left by an earlier case of its worker?
-        done["replay"] = replay.trace(config, finished, note)
+        # side by side, as many replays at once as the run has workers; culprits this stack
+        # left before (the store's, :class:`flagos_doctor.store.Culprits`) tried first
+        done["replay"] = replay.trace(config, finished, note, width=workers,
+                                      known=culprits.known() if culprits else [],
+                                      remember=culprits.remember if culprits else None)
         if save:
             save()
     if baseline_label:

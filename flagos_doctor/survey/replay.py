@@ -28,13 +28,30 @@ carries the evidence in ``replay`` {runs, cases, came_back}. A suspect with ``re
 was traced by an earlier run of the same results file and is left alone.
 
 Each replay is a worker started for it (as the confirmation's passes), running at most
-:data:`MAX_REPLAY_CASES` earlier cases (the latest ones), one replay at a time.
+:data:`MAX_REPLAY_CASES` earlier cases (the latest ones).
+
+The replays run side by side (``width`` at a time, the run's worker count): a bisection's
+next steps do not wait for each other. Each round runs every replay the next levels of the
+bisection could ask for (the first round also the replay of all earlier cases), then walks
+the bisection with those answers: the path, the culprit and the ``replay`` record are the
+ones the bisection run one replay at a time gives (its replays are deterministic: a replay
+that runs the same cases in a fresh worker gives the same answer); the replays run but not
+on that path are counted apart (``speculative``). On the H200 a torch_fl survey's one
+suspect took 9 replays in a row, each a worker start (15 s) and up to 241 cases.
+
+A culprit the store has seen leave a sticky error on this stack before (``known``,
+:class:`flagos_doctor.store.Culprits`) is tried first, alone before the suspect: when it
+brings the error back it is the culprit (``replay`` says ``known: true``) and no bisection
+runs; when it does not, the bisection runs as above. A culprit found is remembered
+(``remember``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import shutil
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from flagos_doctor.results import model
 from flagos_doctor.results.verdicts import settle
@@ -63,7 +80,7 @@ def earlier_cases(finished: dict[str, list[dict]], case: dict) -> list[Case]:
     return [(name, profile) for _, name, profile in sorted(found)]
 
 
-def replay(config: WorkerConfig, sequence: list[Case]) -> bool:
+def replay(config: WorkerConfig, sequence: list[Case], slot: int = 0) -> bool:
     """Run ``sequence`` in order in one fresh worker; True when a case of it reported a
     sticky error (the error came back). A worker that cannot start, crashes or hangs ends
     the replay: False."""
@@ -71,7 +88,7 @@ def replay(config: WorkerConfig, sequence: list[Case]) -> bool:
     worker = None
     poisoned = []
     try:
-        worker = WorkerProcess(dataclasses.replace(config, scratch=folder), 0)
+        worker = WorkerProcess(dataclasses.replace(config, scratch=folder), slot)
 
         def seen(event) -> None:
             if event.kind == "case" and event.data.get("poison"):
@@ -91,31 +108,148 @@ def replay(config: WorkerConfig, sequence: list[Case]) -> bool:
 
 def narrow(config: WorkerConfig, earlier: list[Case], target: Case, log: list) -> Case | None:
     """The one earlier case that, run before ``target``, brings its sticky error back; None
-    when none does alone. ``log`` gets each replay's {cases, came_back}."""
-    def tried(sequence: list[Case]) -> bool:
+    when none does alone. ``log`` gets each replay's {cases, came_back}. One replay at a
+    time (the reference :class:`Bisection` gives the same answers side by side)."""
+    bisection = Bisection(earlier, proven=True)
+    while not bisection.done:
+        sequence = bisection.next_test()
         came_back = replay(config, sequence + [target])
         log.append({"cases": len(sequence) + 1, "came_back": came_back})
-        return came_back
+        bisection.answer(came_back)
+    return bisection.culprit
 
-    candidates = list(earlier)
-    proven = candidates  # the caller's replay of all of them brought the error back
-    while len(candidates) > 1:
-        later = candidates[len(candidates) // 2:]
-        if tried(later):
-            candidates = proven = later
+
+class Bisection:
+    """Halving ``candidates`` down to the earlier case that brings the error back (the later
+    half tried first, kept when the error came back, else the earlier half), then, unless
+    it was proven on its own way down, the last one tried alone (module doc)."""
+
+    def __init__(self, candidates: list[Case], proven: bool, lo: int = 0, hi: int | None = None):
+        self.candidates = candidates
+        self.lo, self.hi = lo, len(candidates) if hi is None else hi
+        self.proven = proven  # the replay of candidates[lo:hi] brought the error back
+        self.done = False
+        self.culprit: Case | None = None
+        self._settle()
+
+    def _settle(self) -> None:
+        if self.hi - self.lo == 1 and self.proven:
+            self.done, self.culprit = True, self.candidates[self.lo]
+        elif self.hi - self.lo < 1:
+            self.done = True
+
+    def next_test(self) -> list[Case]:
+        """The earlier cases the next replay runs before the suspect."""
+        if self.hi - self.lo > 1:
+            return self.candidates[self.lo + (self.hi - self.lo) // 2:self.hi]
+        return self.candidates[self.lo:self.hi]  # the last one, alone
+
+    def answer(self, came_back: bool) -> None:
+        if self.hi - self.lo == 1:  # the last one tried alone
+            self.done, self.culprit = True, self.candidates[self.lo] if came_back else None
+            return
+        middle = self.lo + (self.hi - self.lo) // 2
+        if came_back:
+            self.lo, self.proven = middle, True
         else:
-            candidates = candidates[: len(candidates) // 2]
-    if candidates and (proven == candidates or tried(candidates)):
-        return candidates[0]
-    return None
+            self.hi, self.proven = middle, False
+        self._settle()
+
+    def state(self) -> tuple:
+        return (self.lo, self.hi, self.proven, self.done)
+
+    def copy(self) -> "Bisection":
+        other = Bisection.__new__(Bisection)
+        other.__dict__.update(self.__dict__)
+        return other
 
 
-def trace(config: WorkerConfig, finished: dict[str, list[dict]], note=None) -> dict:
+def _tests_ahead(bisection: Bisection, levels: int) -> list[tuple[int, int]]:
+    """The (start, end) of every replay the next ``levels`` steps of ``bisection`` may ask for."""
+    found, frontier = [], [bisection]
+    for _ in range(levels):
+        following = []
+        for node in frontier:
+            if node.done:
+                continue
+            found.append(_span(node))
+            for came_back in (True, False):
+                child = node.copy()
+                child.answer(came_back)
+                following.append(child)
+        frontier = following
+    return found
+
+
+def _span(node: Bisection) -> tuple[int, int]:
+    sequence_start = node.lo + (node.hi - node.lo) // 2 if node.hi - node.lo > 1 else node.lo
+    return (sequence_start, node.hi)
+
+
+def _levels(width: int) -> int:
+    """How many levels of the bisection ``width`` replays at once cover (2**levels - 1 replays)."""
+    levels = 1
+    while 2 ** (levels + 1) - 1 <= width:
+        levels += 1
+    return levels
+
+
+def replay_all(config: WorkerConfig, sequences: list[list[Case]], width: int) -> list[bool]:
+    """:func:`replay` of each of ``sequences``, up to ``width`` side by side, each in its own
+    fresh worker (on the run's devices in turn); their answers in order."""
+    if len(sequences) == 1 or width <= 1:
+        return [replay(config, sequence) for sequence in sequences]
+    slots = iter(range(len(sequences)))
+    lock = threading.Lock()
+
+    def one(sequence: list[Case]) -> bool:
+        with lock:
+            slot = next(slots)
+        return replay(config, sequence, slot)
+
+    with ThreadPoolExecutor(max_workers=min(width, len(sequences)), thread_name_prefix="flagos-replay") as pool:
+        return list(pool.map(one, sequences))
+
+
+def bisect_side_by_side(config: WorkerConfig, earlier: list[Case], target: Case, width: int,
+                        log: list, counts: dict) -> tuple[bool, Case | None]:
+    """(came back, culprit): the replay of every earlier case, then :class:`Bisection`, in
+    rounds of replays side by side (module doc). ``log`` gets the replays on the
+    bisection's own path, as :func:`narrow` logs them; ``counts`` the replays and rounds run."""
+    bisection = Bisection(earlier, proven=True)
+    first = True
+    while first or not bisection.done:
+        spans = _tests_ahead(bisection, _levels(max(1, width - 1) if first else width))
+        sequences = ([earlier] if first else []) + [earlier[a:b] for a, b in spans]
+        answers = replay_all(config, [sequence + [target] for sequence in sequences], width)
+        counts["replays"] += len(sequences)
+        counts["rounds"] += 1
+        if first:
+            first = False
+            log.append({"cases": len(earlier) + 1, "came_back": answers[0]})
+            if not answers[0]:
+                return False, None
+            answers = answers[1:]
+        found = dict(zip(spans, answers))
+        while not bisection.done and _span(bisection) in found:
+            came_back = found[_span(bisection)]
+            log.append({"cases": _span(bisection)[1] - _span(bisection)[0] + 1, "came_back": came_back})
+            bisection.answer(came_back)
+    return True, bisection.culprit
+
+
+def trace(config: WorkerConfig, finished: dict[str, list[dict]], note=None, width: int = 1,
+          known: list[Case] = (), remember=None) -> dict:
     """Trace every suspect of ``finished`` (edited in place); the figures for the run's
     ``confirm.replay``: {suspects, traced, untraced (came back only with several cases),
-    not_reproduced, runs}."""
+    not_reproduced, runs (on the bisection's path), replays (run, side by side or not),
+    rounds, known (suspects a known culprit explained)}.
 
-    figures = {"suspects": 0, "traced": 0, "untraced": 0, "not_reproduced": 0, "runs": 0}
+    ``width``: replays at once; ``known``: culprits seen before on this stack, tried first;
+    ``remember(culprit)``: called with each culprit found."""
+
+    figures = {"suspects": 0, "traced": 0, "untraced": 0, "not_reproduced": 0, "runs": 0,
+               "replays": 0, "rounds": 0, "known": 0}
     for name, case in suspects(finished):
         figures["suspects"] += 1
         target = (name, case["profile"])
@@ -123,29 +257,59 @@ def trace(config: WorkerConfig, finished: dict[str, list[dict]], note=None) -> d
         if note:
             note(f"replaying the {len(earlier)} case(s) run before {name} [{case['profile']}] in its worker "
                  f"(it failed with {case['poison']!r} there and passed in fresh workers)")
-        # No earlier case: nothing could have left it behind (the repeats ran it alone).
-        came_back = bool(earlier) and replay(config, earlier + [target])
-        log = [{"cases": len(earlier) + 1, "came_back": came_back}] if earlier else []
-        culprit = narrow(config, earlier, target, log) if came_back else None
+        log: list = []
+        culprit = _try_known(config, earlier, target, known, figures)
+        from_known = culprit is not None
+        if from_known:
+            came_back = True
+            log.append({"cases": 2, "came_back": True})
+        elif earlier:  # no earlier case: nothing could have left it behind (the repeats ran it alone)
+            came_back, culprit = bisect_side_by_side(config, earlier, target, width, log, figures)
+        else:
+            came_back = False
         figures["runs"] += len(log)
         case["replay"] = {"runs": len(log), "cases": len(earlier), "came_back": came_back}
-        if not came_back:
-            figures["not_reproduced"] += 1
-            continue  # FLAKY, with the evidence
-        statuses = list(case.get("repeats") or [case["status"]])
-        case.setdefault("first_run", {"status": statuses[0], "detail": case.get("detail", "")})
-        later = statuses[1:] or [model.PASS]
-        case["status"] = settle(later)
-        details = [d.get("detail", "") for d in case.get("repeat_details") or []]
-        case["detail"] = details[later.index(case["status"])] if len(details) == len(later) else ""
-        if culprit is None:
-            figures["untraced"] += 1
-            case["poisoned_by"] = {"overload": None, "profile": None, "cases": len(earlier)}
-            continue
-        figures["traced"] += 1
-        case["poisoned_by"] = {"overload": culprit[0], "profile": culprit[1]}
-        _blame(finished, culprit, target, case["poison"])
+        if from_known:
+            case["replay"]["known"] = True
+        _settle_suspect(finished, case, target, came_back, culprit, figures)
+        if culprit is not None and remember is not None:
+            remember(culprit)
     return figures
+
+
+def _try_known(config: WorkerConfig, earlier: list[Case], target: Case, known, figures: dict) -> Case | None:
+    """The first culprit seen before on this stack (latest earlier case first) that, alone
+    before ``target``, brings its error back; None when none of them is an earlier case or
+    none does."""
+    seen = {tuple(c) for c in known}
+    for culprit in [c for c in reversed(earlier) if tuple(c) in seen][:1]:
+        figures["replays"] += 1
+        figures["rounds"] += 1
+        if replay(config, [culprit, target]):
+            figures["known"] += 1
+            return culprit
+    return None
+
+
+def _settle_suspect(finished: dict, case: dict, target: Case, came_back: bool, culprit: Case | None,
+                    figures: dict) -> None:
+    """The suspect's record (and the culprit's) after its replays (module doc)."""
+    if not came_back:
+        figures["not_reproduced"] += 1
+        return  # FLAKY, with the evidence
+    statuses = list(case.get("repeats") or [case["status"]])
+    case.setdefault("first_run", {"status": statuses[0], "detail": case.get("detail", "")})
+    later = statuses[1:] or [model.PASS]
+    case["status"] = settle(later)
+    details = [d.get("detail", "") for d in case.get("repeat_details") or []]
+    case["detail"] = details[later.index(case["status"])] if len(details) == len(later) else ""
+    if culprit is None:
+        figures["untraced"] += 1
+        case["poisoned_by"] = {"overload": None, "profile": None, "cases": case["replay"]["cases"]}
+        return
+    figures["traced"] += 1
+    case["poisoned_by"] = {"overload": culprit[0], "profile": culprit[1]}
+    _blame(finished, culprit, target, case["poison"])
 
 
 def _blame(finished: dict[str, list[dict]], culprit: Case, victim: Case, poison: str) -> None:

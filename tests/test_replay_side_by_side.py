@@ -1,0 +1,125 @@
+"""A suspect's replays run side by side and name the culprit the serial bisection names;
+a culprit the store knows is tried first (survey/replay.py, store.Culprits).
+
+Real workers of the noise fixture stack (tests/fixtures/noisestack.py): ``frac [1d-f32]``
+leaves its process poisoned, and the next kernel that checks (``floor``, ``ceil``,
+``trunc``) raises CUDA's illegal memory access. The suspect, ``trunc [2d-f32]``, ran in one
+worker after six cases. The reference is the bisection as it ran before replays ran side
+by side (written out below), one replay at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+from conftest import FIXTURES, REPO_ROOT
+from flagos_doctor.results import model
+from flagos_doctor.store import Culprits, Store
+from flagos_doctor.survey import replay
+from flagos_doctor.survey.pool import WorkerConfig
+
+SPEC = os.path.join(FIXTURES, "truth-spec.yaml")
+EARLIER = [("ceil", "2d-f32"), ("trunc", "1d-f32"), ("frac", "2d-f32"), ("floor", "2d-f32"), ("frac", "1d-f32"),
+           ("floor", "1d-f32")]
+TARGET = ("trunc", "2d-f32")
+
+
+def survey_so_far() -> dict:
+    """Case records as a survey left them: one worker ran EARLIER, then the suspect, which
+    failed with a sticky error and passed twice in fresh workers (FLAKY)."""
+    finished: dict = {}
+    for order, (name, profile) in enumerate(EARLIER):
+        finished.setdefault(name, []).append({"profile": profile, "status": model.PASS, "detail": "", "route": "kernel",
+                                              "worker": "w1", "worker_order": order})
+    finished.setdefault("trunc", []).append({
+        "profile": "2d-f32", "status": model.FLAKY, "detail": "illegal memory access", "route": "kernel",
+        "worker": "w1", "worker_order": len(EARLIER), "poison": "illegal memory access",
+        "repeats": [model.ERROR, model.PASS, model.PASS], "repeat_details": [{"detail": ""}, {"detail": ""}]})
+    return finished
+
+
+def serial_reference(config) -> tuple[list, tuple | None]:
+    """The bisection one replay at a time, as survey/replay.py ran it before: (log, culprit)."""
+    log = []
+
+    def tried(sequence):
+        came_back = replay.replay(config, list(sequence) + [TARGET])
+        log.append({"cases": len(sequence) + 1, "came_back": came_back})
+        return came_back
+
+    assert tried(EARLIER)
+    candidates = proven = list(EARLIER)
+    while len(candidates) > 1:
+        later = candidates[len(candidates) // 2:]
+        if tried(later):
+            candidates = proven = later
+        else:
+            candidates = candidates[: len(candidates) // 2]
+    culprit = candidates[0] if candidates and (proven == candidates or tried(candidates)) else None
+    return log, culprit
+
+
+def recording(monkeypatch):
+    """Each replay's (start, end), taken around the real one."""
+    spans, real, lock = [], replay.replay, threading.Lock()
+
+    def timed(*args, **kwargs):
+        start = time.monotonic()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            with lock:
+                spans.append((start, time.monotonic()))
+
+    monkeypatch.setattr(replay, "replay", timed)
+    return spans
+
+
+def test_replays_side_by_side_name_the_serial_bisections_culprit_and_a_known_culprit_goes_first(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([FIXTURES, REPO_ROOT]))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    monkeypatch.setenv("NOISESTACK_COMPILE_SLEEP", "0")
+    config = WorkerConfig(python=sys.executable, stack="noisestack", device=None, spec=SPEC, conf=None,
+                          backend="flagos_python", timeout=60, scratch=str(tmp_path))
+    log, culprit = serial_reference(config)
+    assert culprit == ("frac", "1d-f32") and len(log) == 5
+
+    spans = recording(monkeypatch)
+    finished = survey_so_far()
+    figures = replay.trace(config, finished, width=4)
+    (suspect,) = finished["trunc"][1:]
+    assert suspect["poisoned_by"] == {"overload": "frac", "profile": "1d-f32"} and suspect["status"] == model.PASS
+    assert suspect["replay"] == {"runs": len(log), "cases": len(EARLIER), "came_back": True}
+    assert figures["runs"] == len(log) and figures["traced"] == 1
+    # side by side: 6 replays in 2 rounds (the serial bisection: 5 in a row), and they overlapped
+    assert figures["replays"] == len(spans) == 6 and figures["rounds"] == 2
+    assert sum(1 for i, a in enumerate(spans) for b in spans[i + 1:] if a[0] < b[1] and b[0] < a[1]) >= 3
+
+    # The store remembers the culprit; the next trace tries it first, alone: one replay.
+    culprits = Culprits(Store(str(tmp_path / "store")), "noisestack")
+    assert culprits.known() == []
+    culprits.remember(culprit)
+    spans.clear()
+    again = survey_so_far()
+    figures = replay.trace(config, again, width=4, known=culprits.known(), remember=culprits.remember)
+    (suspect,) = again["trunc"][1:]
+    assert suspect["poisoned_by"] == {"overload": "frac", "profile": "1d-f32"}
+    assert suspect["replay"] == {"runs": 1, "cases": len(EARLIER), "came_back": True, "known": True}
+    assert figures["known"] == 1 and figures["replays"] == len(spans) == 1
+    assert culprits.known() == [("frac", "1d-f32")]
+
+    # A known culprit that does not bring the error back costs one replay; the bisection then
+    # names the same culprit as before.
+    culprits = Culprits(Store(str(tmp_path / "other-store")), "noisestack")
+    culprits.remember(("frac", "2d-f32"))
+    spans.clear()
+    third = survey_so_far()
+    figures = replay.trace(config, third, width=4, known=culprits.known(), remember=culprits.remember)
+    (suspect,) = third["trunc"][1:]
+    assert suspect["poisoned_by"] == {"overload": "frac", "profile": "1d-f32"}
+    assert suspect["replay"] == {"runs": len(log), "cases": len(EARLIER), "came_back": True}
+    assert figures["known"] == 0 and figures["replays"] == 1 + 6
+    assert culprits.known() == [("frac", "1d-f32"), ("frac", "2d-f32")]  # the one found, first
