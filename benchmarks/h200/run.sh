@@ -24,6 +24,8 @@
 #   bash benchmarks/h200/run.sh explain          # explain -- python3 -m pytest test_explain_compile.py
 #                                                # on the ready 1adbc97 build, and report --explain
 #                                                # (docs/explain.md; needs pytest: its wheels in .whl/deps)
+#   bash benchmarks/h200/run.sh pace torch_fl|flag_gems|compare  # issue 32: plain default commands,
+#                                                # fresh HOME, cold then warm, timed (pace.py)
 #   bash benchmarks/h200/run.sh torch_fl build A B  # build commits A and B of the history
 #                                                # bundle (torch_fl_build), probe each
 #
@@ -261,6 +263,55 @@ case "$step" in
       --torch-fl-commit 1adbc97 --explain "$OUT/explain-h200-torch_fl-ready.json" \
       --json "$OUT/report-h200-torch_fl-explain.json" --markdown "$OUT/report-h200-torch_fl-explain.md"
     echo "report --explain exit: $?"
+    ;;
+  pace)  # issue 32: plain default commands, a fresh HOME (so fresh Triton, FlagGems and build
+    # caches and a fresh store) per stack; cold, then warm on what cold left. $2: torch_fl |
+    # flag_gems | compare. Each run's command, seconds, exit and figures: $OUT/<name>.json
+    # (benchmarks/h200/pace.py), beside the results files and censuses.
+    what=$2
+    commit=${FLAGOS_DOCTOR_COMMIT:-unknown}
+    export HOME=$WORK/home-$what; rm -rf "$HOME" /tmp/torchinductor_*; mkdir -p "$HOME"
+    unset TRITON_CACHE_DIR XDG_DATA_HOME XDG_CACHE_HOME FLAGOS_DOCTOR_STORE
+    run_dir=$WORK/run-$what; rm -rf "$run_dir"; mkdir -p "$run_dir"
+    pace() { python3 "$REPO/benchmarks/h200/pace.py" --commit "$commit" --out "$OUT" "$@"; }
+    case "$what" in
+      torch_fl)
+        tfl=$(torch_fl_ready)
+        export PYTHONPATH=$tfl:/tmp/fg5:/tmp/site:$REPO
+        for phase in cold warm; do
+          (cd "$run_dir" && pace --name "torch_fl-1adbc97-$phase" --results "$phase.json" --census "$phase.census" -- \
+            timeout 560 python3 -m flagos_doctor survey --stack torch_fl --conf "$tfl/torch_fl/configs/backends_flaggems.conf" \
+            -o "$phase.json" --census "$phase.census" 2> "$run_dir/$phase.log")
+          tail -5 "$run_dir/$phase.log"
+          cp "$run_dir/$phase.json" "$OUT/torch_fl-1adbc97-$phase.results.json"; cp "$run_dir/$phase.census" "$OUT/torch_fl-1adbc97-$phase.census"
+        done
+        cmp "$run_dir/cold.census" "$run_dir/warm.census" && echo "census byte-identical: yes"
+        ;;
+      flag_gems)
+        export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO
+        for phase in cold warm; do
+          (cd "$run_dir" && pace --name "survey-full-$phase" --results "$phase.json" --census "$phase.census" -- \
+            timeout 400 python3 -m flagos_doctor survey --stack flag_gems --routes flag_gems \
+            -o "$phase.json" --census "$phase.census" 2> "$run_dir/$phase.log")
+          tail -5 "$run_dir/$phase.log"
+          cp "$run_dir/$phase.census" "$OUT/survey-full-$phase.census"
+        done
+        cmp "$run_dir/cold.census" "$run_dir/warm.census" && echo "census byte-identical: yes"
+        sha256sum "$run_dir"/*.census
+        ;;
+      compare)
+        export PYTHONPATH=/tmp/fg5:/tmp/site:$REPO
+        git clone -q .whl/tfl/Torch-FL-history.bundle "$run_dir/Torch-FL"
+        git -C "$run_dir/Torch-FL" show ceb4821:torch_fl/configs/backends_flaggems.conf > "$run_dir/backends_flaggems-ceb4821.conf"
+        (cd "$run_dir" && pace --name compare-one-call --results compare.json -- \
+          timeout 580 python3 -m flagos_doctor survey --compare 5c9d6f4 ceb4821 --repo Torch-FL \
+          --build-cmd 'python3 -m flagos_doctor.torch_fl_build .' --stack torch_fl --conf backends_flaggems-ceb4821.conf \
+          --json compare.json --markdown compare.md 2> "$run_dir/compare.log")
+        tail -30 "$run_dir/compare.log"
+        cp "$run_dir/compare.json" "$OUT/compare-5c9d6f4-ceb4821-one-call.json"; cp "$run_dir/compare.md" "$OUT/compare-5c9d6f4-ceb4821-one-call.md"
+        (cd "$HOME/.local/share/flagos-doctor/results" && tar cf "$OUT/store.tar" survey culprits 2>/dev/null)
+        ;;
+    esac
     ;;
   *) echo "unknown step $step" >&2; exit 2;;
 esac
