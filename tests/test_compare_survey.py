@@ -124,7 +124,10 @@ def test_repo_build_cmd_builds_both_commits_and_shows_the_regression(tmp_path, c
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     store = tmp_path / "store"
-    build = "python -c \"open('built.txt', 'w').write('built')\""
+    # each build says when it started, by commit
+    build = ("python -c \"import subprocess, time; c = subprocess.check_output(['git', 'rev-parse', 'HEAD'], text=True)"
+             f".strip(); open(r'{tmp_path}' + '/built-' + c, 'w').write(repr(time.time())); "
+             "open('built.txt', 'w').write('built')\"")
     args = ["survey", "--compare", good[:7], broken[:8], "--repo", str(repo), "--build-cmd", build,
             "--stack", "variant_stack", "--conf", DEMO_CONF, "--ops", OPS, "--store", str(store),
             "--repeats", "0", "--baseline", "none"]
@@ -143,6 +146,9 @@ def test_repo_build_cmd_builds_both_commits_and_shows_the_regression(tmp_path, c
     assert comparison["arms"]["a"]["source"] == "built" and comparison["arms"]["a"]["commit"] == good
     assert comparison["arms"]["b"]["commit"] == broken
     assert "neg" in done.stdout and "regression" in done.stdout
+    # the second arm's build started before the first arm's survey was filed (side by side)
+    assert float((tmp_path / f"built-{broken}").read_text()) < os.path.getmtime(comparison["arms"]["a"]["path"])
+    assert float((tmp_path / f"built-{good}").read_text()) < float((tmp_path / f"built-{broken}").read_text())
     # filed in the store by full commit, surveyed with the options given
     assert os.path.isdir(store / "survey" / good) and os.path.isdir(store / "survey" / broken)
     run = load(comparison["arms"]["b"]["path"])["provenance"]["runs"][-1]

@@ -4,9 +4,10 @@ Real Triton compilations for an sm_90 target (no GPU needed to compile) through 
 ``Autotuner``: a fixture driver stands in for the device (it names the target and device 0
 and has no launcher, so every launch fails after its compilation, as on a machine without
 the GPU), and Triton's stage-inspection hook makes each compilation's TTIR stage sleep and
-write when it ran and on which thread. The same script runs with the pool and without it
+write when it ran and in which process. The same script runs with the pool and without it
 (``FLAGOS_DOCTOR_COMPILE_THREADS=1``): the same configurations compiled once each, timed in
-the same order, the same one chosen; with the pool their compilations overlap in time.
+the same order, the same one chosen; with the pool they compile in forked children whose
+compilations overlap in time, and the worker loads each from Triton's cache.
 """
 
 from __future__ import annotations
@@ -40,20 +41,25 @@ class FixtureDriver:  # the device's part of a driver: which target, which devic
     _local = threading.local()
 
 driver.set_active(FixtureDriver())
-log = []
-def slow_stages(*args):  # log, sleep, lower as usual
+def slow_stages(*args):  # log (in a file: the compiling processes are forked), sleep, lower as usual
     if not args:
         return "slow", "slow"
     lower = args[1]["ttir"]
     def ttir(src, metadata):
         began = time.time()
         time.sleep(1)
-        log.append([threading.current_thread().name, began, time.time()])
+        with open(os.path.join(folder, "lowered.log"), "a") as handle:
+            handle.write(json.dumps([os.getpid(), began, time.time()]) + "\n")
         return lower(src, metadata)
     args[1]["ttir"] = ttir
 triton.knobs.runtime.add_stages_inspection_hook = slow_stages
-compiled = []
-triton.knobs.compilation.listener = lambda **kw: compiled.append(kw["metadata_group"] and not kw["cache_hit"])
+compiled, compile_hits = [], [0]
+def listener(**kw):  # in this process: compilations, and loads from the cache folder
+    if kw["cache_hit"]:
+        compile_hits[0] += 1
+    else:
+        compiled.append(1)
+triton.knobs.compilation.listener = listener
 pooled = compile_pool.install()
 timed = []
 def do_bench(kernel_call, quantiles):
@@ -73,7 +79,10 @@ try:
     add_one[(1,)](MockTensor(tl.float32), 8)
 except Exception as exc:
     pass  # the chosen configuration's launch: no launcher
+with open(os.path.join(folder, "lowered.log")) as handle:
+    log = [json.loads(line) for line in handle]
 print(json.dumps({"pooled": pooled, "events": compile_pool.EVENTS, "log": log, "compiles": len(compiled),
+                  "pid": os.getpid(), "cache_hits": compile_hits[0],
                   "timed": len(timed), "chosen": {str(k): [c.kwargs, c.num_warps] for k, c in add_one.cache.items()}}))
 """
 
@@ -100,13 +109,16 @@ def test_an_autotuners_configurations_compile_side_by_side_once_each_and_the_sam
     pooled = run(tmp_path, "pooled", 4)
     serial = run(tmp_path, "serial", 1)
     assert pooled["pooled"] == {"threads": 4} and serial["pooled"] == {"threads": 1}
-    # the same 8 configurations compiled, once each, and each timed once, in both runs
+    # the same 8 configurations compiled, once each (each lowering ran once), and each timed once
     assert len(pooled["log"]) == len(serial["log"]) == 8
-    assert pooled["compiles"] == serial["compiles"] == 8
     assert pooled["timed"] == serial["timed"] == 8
     assert pooled["chosen"] == serial["chosen"] == {"(8, 'fp32')": [{"BLOCK": 256}, 2]}
-    # with the pool: compiled ahead on the pool's threads, side by side; without it one after another
+    # without the pool: compiled in the worker itself, one after another
+    assert serial["compiles"] == 8 and serial["cache_hits"] == 0
+    assert {pid for pid, _, _ in serial["log"]} == {serial["pid"]} and overlapping(serial["log"]) == 0
+    # with it: in 4 forked children at once; the worker's own launches load them from the cache
     assert pooled["events"] == {"autotunings": 1, "configurations": 8, "failed": 0}
-    assert all(name.startswith("flagos-compile") for name, _, _ in pooled["log"])
+    assert pooled["compiles"] == 0 and pooled["cache_hits"] == 8
+    pids = {pid for pid, _, _ in pooled["log"]}
+    assert len(pids) == 4 and pooled["pid"] not in pids
     assert overlapping(pooled["log"]) >= 4
-    assert serial["events"]["autotunings"] == 0 and overlapping(serial["log"]) == 0

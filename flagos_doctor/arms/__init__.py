@@ -20,8 +20,10 @@ commit resolution, the worktree and the log of an arm's commands are here, once.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -122,20 +124,87 @@ def build(ref: str, commit: str, kind: ArmKind, store: Store, repo: str, build_c
     """Check ``commit`` out in a temporary worktree of ``repo``, build it, make the kind's run
     there and file it in ``store``; return the filed path. The log of every command is kept
     in the store (:meth:`~flagos_doctor.store.Store.log_path`)."""
-    short = commit[:10]
-    log = worktree.Log(store.log_path(kind.store_kind, commit))
-    with worktree.temporary_worktree(os.path.abspath(repo), commit, f"flagos-doctor-{kind.store_kind}-") as (scratch, tree):
-        env = kind.env(worktree.env_with_import_path(kind.import_path(tree)), scratch)
-        output = ""
-        if build_cmd:
-            say(f"{short}: build: {build_cmd}")
-            code, output = log.run(build_cmd, tree, env)
+    with _Build(ref, commit, kind, store, repo, build_cmd, say) as made:
+        made.prepare()
+        return made.finish()
+
+
+def resolve_both(refs: tuple[str, str], kind: ArmKind, store: Store, repo: str | None = None,
+                 build_cmd: str | None = None, say: Callable[[str], None] | None = None) -> tuple[Arm, Arm]:
+    """:func:`resolve` of both ``refs``; when both are commits to build, the second one's
+    worktree and build run while the first one's run is made (a survey: on the H200 a
+    torch_fl build takes minutes, as a survey does, and a compare paid them in turn). What
+    each arm builds, runs and files is what :func:`resolve` gives; the store still lets a
+    compare cut short carry on (an arm filed is not built again)."""
+    say = say or _quiet
+    commits = [_to_build(ref, kind, store, repo) for ref in refs]
+    if not build_cmd or None in commits or commits[0] == commits[1]:
+        return tuple(resolve(ref, kind, store, repo, build_cmd, say) for ref in refs)
+    with _Build(refs[0], commits[0], kind, store, repo, build_cmd, say) as first, \
+            _Build(refs[1], commits[1], kind, store, repo, build_cmd, say) as second:
+        first.prepare()
+        failed: list = []
+
+        def prepare_second() -> None:
+            try:
+                second.prepare()
+            except BaseException as exc:  # said when the second arm's turn comes
+                failed.append(exc)
+
+        thread = threading.Thread(target=prepare_second, daemon=True)
+        thread.start()
+        try:
+            paths = [first.finish()]
+        finally:
+            thread.join()
+        if failed:
+            raise failed[0]
+        paths.append(second.finish())
+    return tuple(Arm(ref, ArmSource.BUILT, path, kind.load(path), commit)
+                 for ref, path, commit in zip(refs, paths, commits))
+
+
+def _to_build(ref: str, kind: ArmKind, store: Store, repo: str | None) -> str | None:
+    """The commit :func:`resolve` would build for ``ref``, or None (a file, a run filed, no commit)."""
+    files.refuse_special(ref)
+    if repo is None or os.path.isfile(ref):
+        return None
+    commit = worktree.resolve_commit(repo, ref)
+    return commit if commit is not None and kind.filed(store, commit) is None else None
+
+
+class _Build:
+    """One arm built in a temporary worktree (:meth:`prepare`), its run made and filed
+    (:meth:`finish`); the worktree is removed on leaving the ``with``."""
+
+    def __init__(self, ref, commit, kind: ArmKind, store: Store, repo: str, build_cmd, say):
+        self.ref, self.commit, self.kind, self.store, self.repo = ref, commit, kind, store, repo
+        self.build_cmd, self.say = build_cmd, say
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> "_Build":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    def prepare(self) -> None:
+        self.log = worktree.Log(self.store.log_path(self.kind.store_kind, self.commit))
+        self.scratch, self.tree = self._stack.enter_context(worktree.temporary_worktree(
+            os.path.abspath(self.repo), self.commit, f"flagos-doctor-{self.kind.store_kind}-"))
+        self.env = self.kind.env(worktree.env_with_import_path(self.kind.import_path(self.tree)), self.scratch)
+        self.output = ""
+        if self.build_cmd:
+            self.say(f"{self.commit[:10]}: build: {self.build_cmd}")
+            code, self.output = self.log.run(self.build_cmd, self.tree, self.env)
             if code != 0:
-                raise log.failure("build command", code, output, commit, ref)
-        made = kind.make(ref, commit, tree, scratch, env, output, log, say)
-        filed = kind.file(store, commit, made)
-    say(f"{short}: filed as {filed}")
-    return filed
+                raise self.log.failure("build command", code, self.output, self.commit, self.ref)
+
+    def finish(self) -> str:
+        made = self.kind.make(self.ref, self.commit, self.tree, self.scratch, self.env, self.output, self.log, self.say)
+        filed = self.kind.file(self.store, self.commit, made)
+        self.say(f"{self.commit[:10]}: filed as {filed}")
+        return filed
 
 
 #: ``--fail-on``: what makes a comparison exit 1.

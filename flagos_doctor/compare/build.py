@@ -115,8 +115,8 @@ def load_arms(options: CompareOptions, say=None) -> tuple[arms.Arm, arms.Arm]:
         raise BadInput("--build-cmd needs --repo (the checkout to build the commits from)")
     store = Store(options.store)
     kind = SurveyArms(options.survey or SurveyOptions())
-    return tuple(arms.resolve(ref, kind, store, options.repo, options.build_cmd, say)
-                 for ref in (options.a, options.b))
+    # both commits to build: the second builds while the first is surveyed
+    return arms.resolve_both((options.a, options.b), kind, store, options.repo, options.build_cmd, say)
 
 
 def build_comparison(options: CompareOptions, say=None) -> dict:

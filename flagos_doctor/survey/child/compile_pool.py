@@ -3,43 +3,52 @@
 Child side (the survey worker). A Triton autotuner times its configurations one after
 another (``Autotuner._bench`` for each), and each compiles on its first launch there: on a
 cold H200 ``mm [1d-f32]`` spent 137 s compiling 22 configurations in a row on one core
-while most of the 16 sat idle. Triton's compiler leaves the GIL in its long stages
-(the MLIR and LLVM passes, ``ptxas``), so threads compile side by side.
+while most of the 16 sat idle.
 
 At the first ``_bench`` of an autotuning, the wrapper compiles the configurations that
-autotuning is about to time in a pool of threads (``JITFunction.run(..., warmup=True)``:
-compile and keep in the kernel's own cache, launch nothing), then lets ``_bench`` time each
-as before, which finds its kernel compiled. Which configurations: those ``prune_configs``
-gave the autotuning (wrapped to remember them), less, for FlagGems' ``LibTuner``, those
-whose timing its database already holds (it never times nor compiles them). So the same
-configurations are compiled, once each, and timed in the same order by the same code:
-which one wins does not change. A configuration whose compilation fails in the pool is
-left to ``_bench``, which compiles it again and fails as before (a failed compilation is
-not kept). Each thread works on the device the worker's thread had (a new thread starts
-on device 0). Every compilation still goes through ``triton.compile`` and so through the
-survey's compile lock (:mod:`.compile_lock`: a flock per compilation works between
-threads as between processes) and its compile listener.
+autotuning is about to time in forked children of the worker (``JITFunction.run(...,
+warmup=True)``: compile, launch nothing), which fill Triton's cache folder; then
+``_bench`` times each as before, and its launch finds the kernel there (a cache hit). Which
+configurations: those ``prune_configs`` gave the autotuning (wrapped to remember them),
+less, for FlagGems' ``LibTuner``, those whose timing its database already holds (it never
+times nor compiles them). So the same configurations are compiled, once each, and timed in
+the same order by the same code: which one wins does not change. A configuration whose
+compilation fails in a child is left to ``_bench``, which compiles it again and fails as
+before. Every compilation still goes through ``triton.compile`` and so through the survey's
+compile lock (:mod:`.compile_lock`), so no two workers compile one kernel at once.
 
-``FLAGOS_DOCTOR_COMPILE_THREADS`` sets the pool's size (default: the cores this process
-may use; ``1`` turns this off). :data:`EVENTS` counts what it did.
+Processes, not threads: on the H200 (Triton 3.6) 16 threads of one worker compiled the
+22 large ``mm [1d-f32]`` kernels 2.3 times faster than one after another, but the 162
+small ones of ``mm [2d-f32]`` no faster (their time is in passes that hold the GIL), and
+the whole cold survey was no faster. A forked child holds the parent's CUDA context but
+never touches it (Triton is told the device and stream; nothing launches) and leaves with
+``os._exit``.
+
+``FLAGOS_DOCTOR_COMPILE_THREADS`` sets how many children an autotuning forks (default:
+the cores this process may use; ``1`` turns this off). :data:`EVENTS` counts what it did.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
+import warnings
 
 THREADS_VAR = "FLAGOS_DOCTOR_COMPILE_THREADS"
-#: What the pool did in this process: autotunings compiled ahead, configurations compiled
-#: ahead, and those whose compilation failed there (left to ``_bench``).
+#: How long the worker waits for its compiling children before it kills them and lets
+#: ``_bench`` compile what they had not (a compiler hung in a child delays, never stops).
+PATIENCE_SECONDS = 600.0
+#: What the children did for this process: autotunings compiled ahead, configurations
+#: compiled ahead, and those not compiled there (left to ``_bench``).
 EVENTS = {"autotunings": 0, "configurations": 0, "failed": 0}
 _lock = threading.Lock()
 
 
 def threads() -> int:
-    """The pool's size: ``FLAGOS_DOCTOR_COMPILE_THREADS``, else the cores this process may use."""
+    """How many children: ``FLAGOS_DOCTOR_COMPILE_THREADS``, else the cores this process may use."""
     value = os.environ.get(THREADS_VAR, "").strip()
     if value.isdigit() and int(value) > 0:
         return int(value)
@@ -98,38 +107,93 @@ def _compiling_first(bench, count: int):
 
 
 def compile_ahead(tuner, args: tuple, meta: dict, configs: list, count: int) -> None:
-    """Compile ``configs`` of ``tuner`` for ``args`` in up to ``count`` threads (launch nothing)."""
+    """Compile ``configs`` of ``tuner`` for ``args`` in up to ``count`` forked children
+    (module doc); they fill Triton's cache folder, and the autotuner's own launches then
+    find each kernel there."""
     from triton.runtime import driver
 
     try:
         device = driver.active.get_current_device()
+        stream = driver.active.get_current_stream(device)
     except Exception:
         return  # no device to compile for: _bench compiles as before
-    setter = getattr(driver.active, "set_current_device", None)
     jit_function = tuner.fn
     while not hasattr(jit_function, "device_caches") and hasattr(jit_function, "fn"):
         jit_function = jit_function.fn  # through Heuristics and the like
     caches = getattr(jit_function, "device_caches", None)
     if caches is not None:
-        caches[device]  # made here, once: threads making it at once would each keep their own
-
-    def one(config) -> None:
-        try:
-            if callable(setter):
-                setter(device)
-            current = dict(meta, **config.all_kwargs())
-            current["warmup"] = True
-            tuner.fn.run(*args, **current)
-            with _lock:
-                EVENTS["configurations"] += 1
-        except Exception:  # _bench compiles it again and reports it as before
-            with _lock:
-                EVENTS["failed"] += 1
-
+        caches[device]  # the target and binder, made in the parent (the children never ask the device)
+    shares = [configs[index::count] for index in range(min(count, len(configs)))]
+    children: dict[int, int] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork of a process with threads: see _in_child
+        for share in shares:
+            pid = os.fork()
+            if pid == 0:
+                _in_child(tuner, args, meta, share, device, stream)  # never returns
+            children[pid] = len(share)
+    compiled = _wait(children)
     with _lock:
         EVENTS["autotunings"] += 1
-    with ThreadPoolExecutor(max_workers=min(count, len(configs)), thread_name_prefix="flagos-compile") as pool:
-        list(pool.map(one, configs))
+        EVENTS["configurations"] += compiled
+        EVENTS["failed"] += len(configs) - compiled
+
+
+def _in_child(tuner, args: tuple, meta: dict, share: list, device, stream) -> None:
+    """Compile ``share`` in this forked child, then leave at once (``os._exit``: no atexit
+    handler, no flush of the parent's buffers). The child never touches the device, whose
+    context is the parent's: Triton is told the parent's device and stream instead of
+    asking torch, and nothing is launched. It writes nothing where the parent reads (its
+    output goes to /dev/null) and dies of a signal as a plain process does. The exit code
+    is the number of configurations it compiled."""
+    compiled = 0
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        for name in ("SIGTERM", "SIGINT", "SIGALRM"):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+        from triton.runtime import driver
+
+        active = driver.active
+        active.get_current_device = lambda: device
+        active.get_current_stream = lambda *_: stream
+        for config in share:
+            try:
+                current = dict(meta, **config.all_kwargs())
+                current["warmup"] = True
+                tuner.fn.run(*args, **current)
+                compiled += 1
+            except Exception:  # left to _bench, which compiles it again and reports it as before
+                pass
+    finally:
+        os._exit(min(compiled, 255))
+
+
+def _wait(children: dict[int, int]) -> int:
+    """Wait for the children (at most :data:`PATIENCE_SECONDS`: one stuck is killed, and
+    _bench compiles what it had not); the configurations they compiled."""
+    compiled = 0
+    deadline = time.monotonic() + PATIENCE_SECONDS
+    pause = 0.005
+    while children:
+        for pid in list(children):
+            try:
+                done, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                children.pop(pid)
+                continue
+            if done:
+                children.pop(pid)
+                compiled += os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 0
+        if children and time.monotonic() > deadline:
+            for pid in children:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            break
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
+    return compiled
 
 
 def _will_time(tuner, config, meta: dict) -> bool:
