@@ -304,7 +304,7 @@ case "$step" in
         git clone -q .whl/tfl/Torch-FL-history.bundle "$run_dir/Torch-FL"
         git -C "$run_dir/Torch-FL" show ceb4821:torch_fl/configs/backends_flaggems.conf > "$run_dir/backends_flaggems-ceb4821.conf"
         (cd "$run_dir" && pace --name compare-one-call --results compare.json -- \
-          timeout 580 python3 -m flagos_doctor survey --compare 5c9d6f4 ceb4821 --repo Torch-FL \
+          timeout ${COMPARE_SECONDS:-580} python3 -m flagos_doctor survey --compare 5c9d6f4 ceb4821 --repo Torch-FL \
           --build-cmd 'python3 -m flagos_doctor.torch_fl_build .' --stack torch_fl --conf backends_flaggems-ceb4821.conf \
           --json compare.json --markdown compare.md 2> "$run_dir/compare.log")
         tail -30 "$run_dir/compare.log"
