@@ -24,6 +24,10 @@ the whole cold survey was no faster. A forked child holds the parent's CUDA cont
 never touches it (Triton is told the device and stream; nothing launches) and leaves with
 ``os._exit``.
 
+The compilations a child makes are not seen by the worker's compile listener: a case's
+``triton`` figures count them as cache hits (``compile_cache_hits``), and its
+``compile_seconds`` leave them out (its ``seconds`` and ``autotune_seconds`` do not).
+
 ``FLAGOS_DOCTOR_COMPILE_THREADS`` sets how many children an autotuning forks (default:
 the cores this process may use; ``1`` turns this off). :data:`EVENTS` counts what it did.
 """
