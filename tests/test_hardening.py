@@ -482,7 +482,7 @@ def test_what_a_killed_survey_left_behind_is_cleaned_at_the_next_start(tmp_path)
 def test_a_large_route_set_rewrites_the_results_file_a_bounded_number_of_times(tmp_path):
     """400 routes (399 not in torch: NO_SCHEMA, cheap): the journal takes every event and
     the results file is compacted about journal.COMPACTIONS times, not once per overload."""
-    from flagos_doctor.survey import journal
+    from flagos_doctor.results import resultsfile as journal
 
     count = 400
     (tmp_path / "many.conf").write_text("abs = flagos_python\n" + "".join(f"no_such_op_{i} = flagos_python\n" for i in range(count - 1)))

@@ -37,6 +37,7 @@ import dataclasses
 import shutil
 
 from flagos_doctor.results import model
+from flagos_doctor.results.resultsfile import ResultsFile
 from flagos_doctor.results.verdicts import settle
 from flagos_doctor.survey import scratch
 from flagos_doctor.survey.pool import StackFailed, WorkerConfig, WorkerProcess
@@ -110,10 +111,11 @@ def narrow(config: WorkerConfig, earlier: list[Case], target: Case, log: list) -
     return None
 
 
-def trace(config: WorkerConfig, finished: dict[str, list[dict]], note=None) -> dict:
-    """Trace every suspect of ``finished`` (edited in place); the figures for the run's
-    ``confirm.replay``: {suspects, traced, untraced (came back only with several cases),
-    not_reproduced, runs}."""
+def trace(config: WorkerConfig, record: ResultsFile, note=None) -> dict:
+    """Trace every suspect of ``record``'s finished overloads (recorded through it); the
+    figures for the run's ``confirm.replay``: {suspects, traced, untraced (came back only
+    with several cases), not_reproduced, runs}."""
+    finished = record.finished
 
     figures = {"suspects": 0, "traced": 0, "untraced": 0, "not_reproduced": 0, "runs": 0}
     for name, case in suspects(finished):
@@ -128,35 +130,32 @@ def trace(config: WorkerConfig, finished: dict[str, list[dict]], note=None) -> d
         log = [{"cases": len(earlier) + 1, "came_back": came_back}] if earlier else []
         culprit = narrow(config, earlier, target, log) if came_back else None
         figures["runs"] += len(log)
-        case["replay"] = {"runs": len(log), "cases": len(earlier), "came_back": came_back}
+        record.record_replay(case, len(log), len(earlier), came_back)
         if not came_back:
             figures["not_reproduced"] += 1
             continue  # FLAKY, with the evidence
-        statuses = list(case.get("repeats") or [case["status"]])
-        case.setdefault("first_run", {"status": statuses[0], "detail": case.get("detail", "")})
-        later = statuses[1:] or [model.PASS]
-        case["status"] = settle(later)
+        later = list(case.get("repeats") or [case["status"]])[1:] or [model.PASS]
+        status = settle(later)
         details = [d.get("detail", "") for d in case.get("repeat_details") or []]
-        case["detail"] = details[later.index(case["status"])] if len(details) == len(later) else ""
+        record.record_settled(case, status, details[later.index(status)] if len(details) == len(later) else "")
         if culprit is None:
             figures["untraced"] += 1
-            case["poisoned_by"] = {"overload": None, "profile": None, "cases": len(earlier)}
+            record.record_poisoned_by(case, {"overload": None, "profile": None, "cases": len(earlier)})
             continue
         figures["traced"] += 1
-        case["poisoned_by"] = {"overload": culprit[0], "profile": culprit[1]}
-        _blame(finished, culprit, target, case["poison"])
+        record.record_poisoned_by(case, {"overload": culprit[0], "profile": culprit[1]})
+        _blame(record, culprit, target, case["poison"])
     return figures
 
 
-def _blame(finished: dict[str, list[dict]], culprit: Case, victim: Case, poison: str) -> None:
+def _blame(record: ResultsFile, culprit: Case, victim: Case, poison: str) -> None:
     """The culprit's record carries the failure it left behind."""
-    for record in finished.get(culprit[0], []):
-        if record["profile"] != culprit[1]:
+    for case in record.finished.get(culprit[0], []):
+        if case["profile"] != culprit[1]:
             continue
-        record.setdefault("poisoned", []).append(list(victim))
-        if record["status"] in (model.PASS, model.FLAKY):
-            record.setdefault("first_run", {"status": record["status"], "detail": record.get("detail", "")})
-            record["status"] = model.ERROR
-            record["detail"] = (f"leaves the device context poisoned: {victim[0]} [{victim[1]}], run after it in "
-                                f"the same worker, failed with {poison!r} (replayed)")
+        record.record_poisoned(case, victim)
+        if case["status"] in (model.PASS, model.FLAKY):
+            record.record_settled(case, model.ERROR, (
+                f"leaves the device context poisoned: {victim[0]} [{victim[1]}], run after it in "
+                f"the same worker, failed with {poison!r} (replayed)"))
         return
