@@ -6,6 +6,7 @@ give is refused. Real surveys of the demo stack, real files, FIFOs and symlinks.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -134,3 +135,42 @@ def test_every_committed_results_file_loads():
     assert len(names) >= 20
     for name in names:
         assert document.load(os.path.join(folder, name))["schema"] == "flagos-doctor/survey/1"
+
+
+def _writes(tree) -> list[str]:
+    """What a module writes: calls of files' writers and os.write, and stores into a case's
+    ``first_run`` (a subscript assignment or a setdefault)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            base = getattr(node.func, "value", None)
+            if name in ("write_json", "atomic_write_text") or (name == "write" and getattr(base, "id", "") == "os"):
+                found.append(name)
+            if name == "setdefault" and node.args and getattr(node.args[0], "value", None) == "first_run":
+                found.append("first_run")
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and getattr(target.slice, "value", None) == "first_run":
+                    found.append("first_run")
+    return found
+
+
+def test_one_writer_of_the_results_file_and_one_home_of_the_first_run_rule():
+    # The survey's results file and journal are written by ResultsFile alone; a case's
+    # first run is kept by results/case.py alone (confirm and replay call it).
+    from conftest import REPO_ROOT
+
+    package = os.path.join(REPO_ROOT, "flagos_doctor")
+    writers, keepers = [], []
+    for folder in ("survey", "results", "compare"):
+        for top, _, names in os.walk(os.path.join(package, folder)):
+            for name in names:
+                if name.endswith(".py"):
+                    path = os.path.join(top, name)
+                    found = _writes(ast.parse(open(path, encoding="utf-8").read()))
+                    relative = os.path.relpath(path, package)
+                    writers += [relative] if {"write_json", "atomic_write_text", "write"} & set(found) else []
+                    keepers += [relative] if "first_run" in found else []
+    assert writers == [os.path.join("results", "resultsfile.py")]
+    assert keepers == [os.path.join("results", "case.py")]
