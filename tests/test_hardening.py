@@ -331,6 +331,12 @@ def test_a_census_digest_in_a_file_is_never_trusted(small_run, tmp_path):
     a = json.loads(path.read_text())
     b = json.loads(path.read_text())
     b["overloads"]["abs"]["cases"][0]["status"] = "WRONG"
+    from flagos_doctor.results import verdicts  # the verdicts and summary of B's cases: a reader refuses others
+
+    for entry in b["overloads"].values():
+        entry["verdict"] = verdicts.verdict(entry["cases"]) if entry["verdict"] != "PENDING" else "PENDING"
+    b["summary"] = {**b["summary"], **verdicts.summarize(b["routes"], {
+        name: {"cases": entry["cases"]} for name, entry in b["overloads"].items() if entry["verdict"] != "PENDING"})}
     (tmp_path / "b.json").write_text(json.dumps(b))
     done = survey(tmp_path, "--compare", str(path), "b.json", "--json", "cmp.json", "-q", timeout=120)
     assert done.returncode == 1, done.stderr
