@@ -24,8 +24,8 @@ as they find it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from flagos_doctor.errors import BadInput, excerpt
 from flagos_doctor.results import model
