@@ -70,10 +70,11 @@ def read_regular_text(path: str | os.PathLike, max_bytes: int, what: str = "file
         raise BadInput(f"{what} {name} is a directory", where)
     except PermissionError as exc:
         raise BadInput(f"cannot read {what} {name}: {exc.strerror}", where)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # before fdopen, which refuses a directory with an OSError of its own
+        os.close(fd)
+        raise BadInput(f"refusing to read {what} {name}: it is {describe_kind(info.st_mode)}, not a regular file", where)
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise BadInput(f"refusing to read {what} {name}: it is {describe_kind(info.st_mode)}, not a regular file", where)
         if info.st_size > max_bytes:
             raise BadInput(f"{what} {name} is {info.st_size} bytes, more than the {max_bytes} this reads", where)
         data = handle.read(max_bytes + 1)

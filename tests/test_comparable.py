@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO_ROOT, run_cli
 from flagos_doctor.compare import attribute, diff
 from flagos_doctor.results import comparable
-from flagos_doctor.survey import journal
+from flagos_doctor.results import resultsfile as journal
 from flagos_doctor.survey.spec import DEFAULT_SPEC
 
 OPS = "abs,neg"

@@ -331,6 +331,12 @@ def test_a_census_digest_in_a_file_is_never_trusted(small_run, tmp_path):
     a = json.loads(path.read_text())
     b = json.loads(path.read_text())
     b["overloads"]["abs"]["cases"][0]["status"] = "WRONG"
+    from flagos_doctor.results import verdicts  # the verdicts and summary of B's cases: a reader refuses others
+
+    for entry in b["overloads"].values():
+        entry["verdict"] = verdicts.verdict(entry["cases"]) if entry["verdict"] != "PENDING" else "PENDING"
+    b["summary"] = {**b["summary"], **verdicts.summarize(b["routes"], {
+        name: {"cases": entry["cases"]} for name, entry in b["overloads"].items() if entry["verdict"] != "PENDING"})}
     (tmp_path / "b.json").write_text(json.dumps(b))
     done = survey(tmp_path, "--compare", str(path), "b.json", "--json", "cmp.json", "-q", timeout=120)
     assert done.returncode == 1, done.stderr
@@ -482,7 +488,7 @@ def test_what_a_killed_survey_left_behind_is_cleaned_at_the_next_start(tmp_path)
 def test_a_large_route_set_rewrites_the_results_file_a_bounded_number_of_times(tmp_path):
     """400 routes (399 not in torch: NO_SCHEMA, cheap): the journal takes every event and
     the results file is compacted about journal.COMPACTIONS times, not once per overload."""
-    from flagos_doctor.survey import journal
+    from flagos_doctor.results import resultsfile as journal
 
     count = 400
     (tmp_path / "many.conf").write_text("abs = flagos_python\n" + "".join(f"no_such_op_{i} = flagos_python\n" for i in range(count - 1)))

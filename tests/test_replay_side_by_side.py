@@ -19,6 +19,7 @@ from conftest import FIXTURES, REPO_ROOT
 from flagos_doctor.results import model
 from flagos_doctor.store import Culprits, Store
 from flagos_doctor.survey import replay
+from flagos_doctor.results.resultsfile import ResultsFile
 from flagos_doctor.survey.pool import WorkerConfig
 
 SPEC = os.path.join(FIXTURES, "truth-spec.yaml")
@@ -62,6 +63,13 @@ def serial_reference(config) -> tuple[list, tuple | None]:
     return log, culprit
 
 
+def holding(finished: dict) -> ResultsFile:
+    """A results file (never written) whose finished overloads are ``finished``."""
+    record = ResultsFile(os.devnull, {})
+    record.finished = finished
+    return record
+
+
 def recording(monkeypatch):
     """Each replay's (start, end), taken around the real one."""
     spans, real, lock = [], replay.replay, threading.Lock()
@@ -89,7 +97,7 @@ def test_replays_side_by_side_name_the_serial_bisections_culprit_and_a_known_cul
 
     spans = recording(monkeypatch)
     finished = survey_so_far()
-    figures = replay.trace(config, finished, width=4)
+    figures = replay.trace(config, holding(finished), width=4)
     (suspect,) = finished["trunc"][1:]
     assert suspect["poisoned_by"] == {"overload": "frac", "profile": "1d-f32"} and suspect["status"] == model.PASS
     assert suspect["replay"] == {"runs": len(log), "cases": len(EARLIER), "came_back": True}
@@ -104,7 +112,7 @@ def test_replays_side_by_side_name_the_serial_bisections_culprit_and_a_known_cul
     culprits.remember(culprit)
     spans.clear()
     again = survey_so_far()
-    figures = replay.trace(config, again, width=4, known=culprits.known(), remember=culprits.remember)
+    figures = replay.trace(config, holding(again), width=4, known=culprits.known(), remember=culprits.remember)
     (suspect,) = again["trunc"][1:]
     assert suspect["poisoned_by"] == {"overload": "frac", "profile": "1d-f32"}
     assert suspect["replay"] == {"runs": 1, "cases": len(EARLIER), "came_back": True, "known": True}
@@ -117,7 +125,7 @@ def test_replays_side_by_side_name_the_serial_bisections_culprit_and_a_known_cul
     culprits.remember(("frac", "2d-f32"))
     spans.clear()
     third = survey_so_far()
-    figures = replay.trace(config, third, width=4, known=culprits.known(), remember=culprits.remember)
+    figures = replay.trace(config, holding(third), width=4, known=culprits.known(), remember=culprits.remember)
     (suspect,) = third["trunc"][1:]
     assert suspect["poisoned_by"] == {"overload": "frac", "profile": "1d-f32"}
     assert suspect["replay"] == {"runs": len(log), "cases": len(EARLIER), "came_back": True}

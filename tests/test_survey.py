@@ -272,9 +272,9 @@ def test_pooled_workers_share_one_overloads_cases(tmp_path):
 
 def test_plan_tasks_one_case_or_one_overload_each(tmp_path):
     from flagos_doctor.survey.command import plan_tasks
-    from flagos_doctor.survey.journal import Journal
+    from flagos_doctor.results.resultsfile import ResultsFile
 
-    journal = Journal(str(tmp_path / "p.json"), {})
+    journal = ResultsFile(str(tmp_path / "p.json"), {})
     journal.profiles["b"] = ["x", "y", "z"]
     journal.partial["b"] = [{"profile": "y", "status": "PASS", "route": "kernel", "detail": ""}]
     journal.profiles["c"] = ["x"]

@@ -16,6 +16,7 @@ import sys
 from conftest import FIXTURES, REPO_ROOT, run_cli
 from flagos_doctor.results import model
 from flagos_doctor.results.verdicts import settle
+from flagos_doctor.results.resultsfile import ResultsFile
 from flagos_doctor.survey.confirm import _apply_repeat
 from flagos_doctor.survey.pool import WorkerConfig, WorkerProcess
 
@@ -151,7 +152,7 @@ def test_a_timeout_spent_compiling_is_never_flaky():
             "spent": {"compile": 1800.0, "autotune": 0.0, "run": 0.1, "stopped_in": "compile"}}
     figures = {"flaky": 0}
     for _ in range(2):
-        assert _apply_repeat([("mm", case)], {("mm", "2d-f32"): {"status": model.PASS, "detail": ""}}, figures)
+        assert _apply_repeat(ResultsFile(os.devnull, {}), [("mm", case)], {("mm", "2d-f32"): {"status": model.PASS, "detail": ""}}, figures)
     assert case["status"] == model.PASS and case["repeats"] == [model.TIMEOUT, model.PASS, model.PASS]
     assert case["first_run"] == {"status": model.TIMEOUT, "detail": "still compiling ..."} and figures["flaky"] == 0
     assert settle([model.TIMEOUT, model.PASS, model.PASS]) == model.FLAKY  # a timeout of running

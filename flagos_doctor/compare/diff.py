@@ -40,7 +40,7 @@ Rules (the survey's words, :mod:`flagos_doctor.results.model`):
 from __future__ import annotations
 
 from flagos_doctor import arms
-from flagos_doctor.results import groups
+from flagos_doctor.results import case as case_record, groups
 from flagos_doctor.results.comparable import CONTEXT, differences, lookup
 from flagos_doctor.results.model import FAILED, FLAKY, PASS, PENDING, VERDICT_RANK, VERDICTS, poisoned_by_text
 
@@ -54,7 +54,7 @@ def _cases_by_profile(entry: dict | None) -> dict:
 def _case_view(case: dict | None) -> dict | None:
     if case is None:
         return None
-    view = {"status": case.get("status"), "route": case.get("route")}
+    view = {name: case.get(name) for name in case_record.compared()}  # status, route and any field declared compared
     # The baseline says whether the native path shares a failure. It runs for any case
     # whose first run failed, so beside a PASS it tells only how the survey got there (a
     # first run poisoned by another case, on the H200: native_dropout "PASS -> PASS").

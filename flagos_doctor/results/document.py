@@ -18,7 +18,7 @@ import json
 
 from flagos_doctor import files, output
 from flagos_doctor.errors import BadInput, excerpt
-from flagos_doctor.results import census, groups, model, verdicts
+from flagos_doctor.results import case, census, groups, model, verdicts
 
 #: Order of a case's keys does not matter in JSON, but its profiles keep the spec's order.
 
@@ -87,17 +87,29 @@ def census_of(document: dict) -> str:
 def _check_cases(cases, where: str, field: str) -> None:
     if not isinstance(cases, list):
         raise BadInput(f"field '{field}' is {type(cases).__name__}, expected a list of cases", where)
-    for index, case in enumerate(cases):
-        here = f"{field}[{index}]"
-        if not isinstance(case, dict):
-            raise BadInput(f"field '{here}' is {type(case).__name__}, expected an object", where)
-        for key in ("profile", "status"):
-            if not isinstance(case.get(key), str):
-                raise BadInput(f"field '{here}.{key}' is {case.get(key)!r}, expected a string", where)
-        if case["status"] not in model.CASE_STATUSES:
-            raise BadInput(f"field '{here}.status' is {case['status']!r}, not a case status ({', '.join(model.CASE_STATUSES)})", where)
-        if not isinstance(case.get("route", "-"), str):
-            raise BadInput(f"field '{here}.route' is {case['route']!r}, expected a string", where)
+    for index, one in enumerate(cases):
+        case.check(one, where, f"{field}[{index}]")
+
+
+def _check_verdicts(document: dict, where: str) -> None:
+    """Every stored verdict and summary figure is what the cases give (a file edited by
+    hand, or a duplicated key, is refused rather than shown). A summary key an older
+    harness did not write is left absent."""
+    done = {}
+    for name, entry in document["overloads"].items():
+        if entry["verdict"] == model.PENDING:
+            continue
+        found = verdicts.verdict(entry.get("cases") or [])
+        if found != entry["verdict"]:
+            raise BadInput(f"field 'overloads.{name}.verdict' is {entry['verdict']!r}, but its cases give {found!r}", where)
+        done[name] = {"cases": entry.get("cases") or []}
+    routes = document.get("routes")
+    if not isinstance(routes, list):
+        return  # a file without its route set: no summary to recompute
+    summary = verdicts.summarize(routes, done)
+    for key, stored in document["summary"].items():
+        if key in summary and summary[key] != stored:
+            raise BadInput(f"field 'summary.{key}' is {excerpt(stored)}, but the cases give {excerpt(summary[key])}", where)
 
 
 #: The shape of every field a reader of a results file uses (compare, matrix, report, the
@@ -145,7 +157,8 @@ def check(document: dict, where: str) -> dict:
 
     Raises BadInput naming the file and the first field at fault: another or a newer
     schema, overloads that are not objects, a verdict or status that is not one of the
-    survey's words, ``cases`` that are not a list of cases.
+    survey's words, ``cases`` that are not a list of cases (:func:`.case.check`), a
+    verdict or summary figure that its cases do not give.
     """
     schema = document.get("schema")
     if schema != model.RESULTS_SCHEMA:
@@ -167,6 +180,7 @@ def check(document: dict, where: str) -> dict:
         _check_cases(entry.get("cases", []), where, f"{field}.cases")
         if "partial_cases" in entry:
             _check_cases(entry["partial_cases"], where, f"{field}.partial_cases")
+    _check_verdicts(document, where)
     document["census_sha256"] = census.census_sha256(census_of(document))
     return document
 

@@ -3,8 +3,7 @@
 Parent side (never imports torch, nor anything of :mod:`.child`): :mod:`.command` (the CLI
 entry), :mod:`.routes` (which overloads), :mod:`.pool` (worker processes),
 :mod:`.schedule` (which task a free worker takes), :mod:`.confirm` (repeats and the native
-baseline), :mod:`.journal` (results written as they come), :mod:`.results` (the results
-document), :mod:`.history` (timing hints), :mod:`.sizing` (how many workers),
+baseline), the results file and its journal (:mod:`flagos_doctor.results.resultsfile`), :mod:`.history` (timing hints), :mod:`.sizing` (how many workers),
 :mod:`.scratch`, :mod:`.verdicts`, :mod:`.census`, :mod:`.groups` and :mod:`.comparable`
 (pure functions of case records), :mod:`.progress` (the terminal views). Torch-free and
 shared with the child side: :mod:`.model`, :mod:`.spec`, :mod:`.bindings`.

@@ -3,7 +3,8 @@
 A short sequence of named steps (:func:`_survey`): plan (the route set, the selection, the
 journal), start (the first worker, the provenance, :mod:`.provenance`; the tasks in order,
 :mod:`.history`), run (the workers, :mod:`.pool`), confirm (:mod:`.confirm`), file (the
-results file, :mod:`.journal`, and the store) and render (every output through
+results file and its journal, :mod:`flagos_doctor.results.resultsfile`, and the store) and
+render (every output through
 :func:`flagos_doctor.output.emit`; the summary is :mod:`.progress`'s view). The results
 document is :mod:`flagos_doctor.results.document`'s. Never imports torch.
 
@@ -26,14 +27,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from flagos_doctor import checks, files, lock, stacks
+from flagos_doctor import checks, lock, stacks
 from flagos_doctor.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, BadInput
 from flagos_doctor.options import SurveyOptions
 from flagos_doctor import output  # progress and results register the survey's views
 from flagos_doctor.store import Culprits, Store, safe_name
 from flagos_doctor.results import comparable, document as results, model
 from flagos_doctor.survey import confirm, history, pool as pool_module, progress, provenance, replay, routes, sizing
-from flagos_doctor.survey.journal import Journal
+from flagos_doctor.results.resultsfile import ResultsFile
 from flagos_doctor.results.verdicts import verdict as verdict_of
 
 ISOLATIONS = ("pooled", "per-overload")
@@ -217,7 +218,7 @@ class Survey:
     # plan
     route_set: routes.RouteSet | None = None
     selected: list[str] = field(default_factory=list)
-    journal: Journal | None = None
+    journal: ResultsFile | None = None  # the results file and its journal
     first: pool_module.WorkerProcess | None = None
     # start
     started: str = ""
@@ -238,9 +239,7 @@ class Survey:
 
     def document(self) -> dict:
         """The results document of what is recorded so far."""
-        journal = self.journal
-        return results.build(self.provenance, journal.comparable, self.route_set.overloads, journal.finished,
-                             journal.partial, journal.profiles, self.measured)
+        return self.journal.document()
 
 
 def _survey(survey: Survey) -> int:
@@ -276,7 +275,8 @@ def _plan(survey: Survey) -> None:
         survey.route_set = _route_set(options, survey.config)
     survey.selected = routes.select(survey.route_set, options.ops)
     output = options.output or default_output(options.stack)
-    survey.journal = Journal(output, provenance.setup_record(options, survey.route_set, survey.spec, survey.spec_dict))
+    survey.journal = ResultsFile(output, provenance.setup_record(options, survey.route_set, survey.spec, survey.spec_dict),
+                                 survey.route_set.overloads)
     survey.journal.load()  # refuses another setup before any case runs
     if survey.first is None and _nothing_to_run(options, survey.journal, survey.selected):
         survey.already_complete = True  # no worker is started at all
@@ -301,12 +301,13 @@ def _start(survey: Survey) -> None:
     journal.extend(provenance.found_record(found))
     if options.rerun:
         journal.drop(survey.selected)
-    survey.measured = _measured(journal.previous)
+    survey.measured = journal.measured = _measured(journal.previous)
     task_size = options.tasks if options.isolation == "pooled" else "overloads"  # per-overload: whole overloads
     survey.this_run = provenance.this_run(options, survey.choice, survey.config, workers, survey.started,
                                           len(survey.selected), task_size)
     survey.provenance = provenance.document_provenance(found, survey.route_set, survey.spec_dict, options,
                                                        survey.config, journal.previous, survey.this_run, survey.started)
+    journal.provenance = survey.provenance
     tasks = plan_tasks([name for name in survey.selected if name not in journal.finished], journal,
                        [profile.name for profile in survey.spec.profiles], task_size)
     hints, sources = _timing_hints(options, journal, survey.given_hints)
@@ -318,7 +319,7 @@ def _run_tasks(survey: Survey) -> None:
     """Every task through the workers, each event recorded as it comes; Ctrl-C stops them."""
     journal, workers, first = survey.journal, survey.workers, survey.first
     outstanding = Counter(name for name, _ in survey.tasks)  # tasks left per overload
-    journal.start(survey.document())
+    journal.start()
     view = progress.LiveProgress(len(outstanding), quiet=survey.options.quiet)
     begun: set[str] = set()
     try:
@@ -344,7 +345,7 @@ def _run_tasks(survey: Survey) -> None:
                     journal.record_end(event.overload)
                     survey.measured[event.overload] = survey.started
                     if journal.compact_due(len(survey.route_set.overloads)):
-                        journal.compact(survey.document())
+                        journal.compact()
                     view.end(event.overload, verdict_of(journal.finished[event.overload]))
             elif event.kind == "replaced":
                 view.note(f"worker {event.data['slot']} replaced after {event.overload}: {event.data['why']}")
@@ -364,9 +365,8 @@ def _file(survey: Survey) -> None:
     """This run's end recorded, the results file closed, and a complete survey filed in the store."""
     options, journal = survey.options, survey.journal
     provenance.finish_run(survey.provenance, survey.this_run, _now(), survey.clock, survey.workers, journal)
-    doc = survey.document()
     survey.done = all(name in journal.finished for name in survey.selected)
-    journal.close(survey.done, doc)
+    doc = journal.close(survey.done)
     survey.doc = doc
     if survey.done and doc["complete"] and not options.no_store:
         doc_key = survey.provenance.get("store_key") or f"{options.stack}-unknown"
@@ -434,7 +434,7 @@ def _exit_code(options: SurveyOptions, document: dict, selected) -> int:
     return EXIT_FINDING
 
 
-def _nothing_to_run(options: SurveyOptions, journal: Journal, selected) -> bool:
+def _nothing_to_run(options: SurveyOptions, journal: ResultsFile, selected) -> bool:
     """Whether the results file already holds every selected overload, confirmed: then no
     worker is started at all."""
     if options.rerun or not selected or journal.previous is None or journal.partial or os.path.exists(journal.path):
@@ -491,19 +491,18 @@ def _confirm(survey: Survey) -> bool:
     for name, _ in pending:  # their verdicts are judged again in this run
         survey.measured[name] = survey.started
     this_run["confirm"] = {"ran": True}
-    journal.checkpoint(survey.document())
+    journal.checkpoint()
     try:
         this_run["confirm"].update(confirm.confirm(
-            survey.config, this_run["workers"], journal.finished, repeats=options.repeats, baseline_label=label,
+            survey.config, this_run["workers"], journal, repeats=options.repeats, baseline_label=label,
             overloads=survey.route_set.overloads, native_route=options.native_route, note=note,
-            save=lambda: files.write_json(journal.output, survey.document()),
             culprits=None if options.no_store else Culprits(Store(options.store), options.stack)))
     except KeyboardInterrupt:
         return True
     return False
 
 
-def _timing_hints(options: SurveyOptions, journal: Journal, given: dict | None) -> tuple[dict, list[dict]]:
+def _timing_hints(options: SurveyOptions, journal: ResultsFile, given: dict | None) -> tuple[dict, list[dict]]:
     """How long each case took in earlier runs (:mod:`.history`), and where from: a list of
     {"path", "from"} ("store": the same fingerprint; "store, same work": the same stack,
     route set and device under another harness, spec or torch; "--hints"; "results file":
@@ -528,7 +527,7 @@ def _timing_hints(options: SurveyOptions, journal: Journal, given: dict | None) 
     return hints, sources
 
 
-def plan_tasks(names: list[str], journal: Journal, profiles: list[str], size: str) -> list[tuple]:
+def plan_tasks(names: list[str], journal: ResultsFile, profiles: list[str], size: str) -> list[tuple]:
     """The pool's tasks, in order: (overload, profiles to run or None for all).
 
     ``size`` "cases" (pooled, the default): every case is a task of its own, so one

@@ -23,8 +23,9 @@ is what it did one after another.
 
 Cases whose ``"repeats"`` are complete (or that have a ``"baseline"``) were confirmed by an
 earlier run of the same results file and are left alone. Each pass's records are applied
-in the order the passes had one after another, and the caller saves the results file after
-each (``save``), so a survey stopped while confirming (a time limit, Ctrl-C) carries on from
+in the order the passes had one after another, through the survey's
+:class:`~flagos_doctor.results.resultsfile.ResultsFile`, which saves the results file after
+each, so a survey stopped while confirming (a time limit, Ctrl-C) carries on from
 the last pass applied when run again; a pass cut short, or ended but not yet applied, is
 run again whole.
 """
@@ -35,6 +36,8 @@ import dataclasses
 import time
 
 from flagos_doctor.results import model
+from flagos_doctor.results.case import first_run
+from flagos_doctor.results.resultsfile import ResultsFile
 from flagos_doctor.results.verdicts import settle
 from flagos_doctor.survey import replay
 from flagos_doctor.survey.pool import Pool, WorkerConfig
@@ -101,37 +104,32 @@ def _plan_repeats(finished: dict[str, list[dict]], times: int) -> list[list[tupl
     return passes
 
 
-def _apply_repeat(pairs: list[tuple[str, dict]], found: dict, figures: dict) -> bool:
-    """One repeat pass's records onto its cases; False when nothing came back."""
+def _apply_repeat(record: ResultsFile, pairs: list[tuple[str, dict]], found: dict, figures: dict) -> bool:
+    """One repeat pass's records onto its cases, through ``record``; False when nothing came back."""
     progressed = False
     for name, case in pairs:
-        record = found.get((name, case["profile"]))
-        if record is None:
+        run = found.get((name, case["profile"]))
+        if run is None:
             continue
         progressed = True
-        statuses = case.setdefault("repeats", [case["status"]])
-        statuses.append(record["status"])
-        kept = {k: record[k] for k in _KEPT if k in record}
-        if stopped_compiling(record["status"], record):  # what settle needs of it, not its seconds
-            kept["stopped_in"] = record["spent"]["stopped_in"]
-        case.setdefault("repeat_details", []).append(kept)
+        kept = {k: run[k] for k in _KEPT if k in run}
+        if stopped_compiling(run["status"], run):  # what settle needs of it, not its seconds
+            kept["stopped_in"] = run["spent"]["stopped_in"]
+        statuses = record.record_repeat(case, run["status"], kept)
         runs = [case] + case["repeat_details"]  # each run's record (the first: the case's own keys)
-        settled = settle(statuses, [i for i, run in enumerate(runs) if stopped_compiling(statuses[i], run)])
+        settled = settle(statuses, [i for i, one in enumerate(runs) if stopped_compiling(statuses[i], one)])
         if settled == case["status"]:
             continue
         if settled == model.FLAKY:
             figures["flaky"] += 1
+            record.record_flaky(case)
         elif settled == model.PASS:  # every run but those the compile cap stopped passed
-            case.setdefault("first_run", {"status": statuses[0], "detail": case.get("detail", "")})
-            case["detail"] = ""
+            record.record_settled(case, settled, "")
         else:
             # Failing every time, in more than one way: a failure, under the way it failed most.
-            if "first_run" not in case:  # counted once a case, when it leaves its first status
-                case["first_run"] = {"status": statuses[0], "detail": case.get("detail", "")}
-                figures["varied"] = figures.get("varied", 0) + 1
-            details = [case["first_run"]["detail"]] + [d.get("detail", "") for d in case["repeat_details"]]
-            case["detail"] = details[statuses.index(settled)]
-        case["status"] = settled
+            details = [first_run(case)["detail"]] + [d.get("detail", "") for d in case["repeat_details"]]
+            if record.record_settled(case, settled, details[statuses.index(settled)]):
+                figures["varied"] = figures.get("varied", 0) + 1  # counted once a case, when it leaves its first status
     return progressed
 
 
@@ -145,13 +143,13 @@ def stopped_compiling(status: str, run: dict) -> bool:
 
 
 
-def _apply_baseline(pairs: list[tuple[str, dict]], found: dict, figures: dict) -> None:
+def _apply_baseline(record: ResultsFile, pairs: list[tuple[str, dict]], found: dict, figures: dict) -> None:
     for name, case in pairs:
-        record = found.get((name, case["profile"]))
-        if record is None:
+        run = found.get((name, case["profile"]))
+        if run is None:
             continue
-        case["baseline"] = {"status": record["status"], "detail": record.get("detail", "")}
-        figures["native_also"] += case["status"] == record["status"]
+        record.record_baseline(case, run["status"], run.get("detail", ""))
+        figures["native_also"] += case["status"] == run["status"]
 
 
 def _shares(workers: int, sizes: list[int]) -> list[int]:
@@ -222,12 +220,13 @@ def _run_concurrently(passes: list[tuple[WorkerConfig, list]], workers: int, not
     return outcomes
 
 
-def confirm(config: WorkerConfig, workers: int, finished: dict[str, list[dict]], *, repeats: int,
+def confirm(config: WorkerConfig, workers: int, record: ResultsFile, *, repeats: int,
             baseline_label: str | None, overloads: list[str], native_route: str | None, note=None,
-            save=None, culprits=None) -> dict:
-    """Repeat the failures, and run them on the native path when the stack has one.
+            culprits=None) -> dict:
+    """Repeat the failures of ``record``'s finished overloads, and run them on the native
+    path when the stack has one.
 
-    Edits the case records of ``finished`` in place; returns what was done, for the run's
+    Records what it finds through ``record``; returns what was done, for the run's
     provenance.
 
     The repeat passes and the baseline pass run at the same time, each in a pool of workers
@@ -239,12 +238,13 @@ def confirm(config: WorkerConfig, workers: int, finished: dict[str, list[dict]],
     or FLAKY after its repeats. Their records are applied in the order the passes had run
     one after another (repeats in order, the baseline last, which counts a case as
     ``native_also`` against its status after its repeats), and the results file is saved
-    (``save()``) as each one is applied; a repeat pass whose pool failed, or that brought
+    (``record.save()``) as each one is applied; a repeat pass whose pool failed, or that brought
     nothing back, ends the repeats there as before, and the later ones' records are dropped.
     So the census, the verdicts and every case record are those of the passes run one after
     another.
     """
     clock = time.monotonic()
+    finished, save = record.finished, record.save
     repeat_passes = _plan_repeats(finished, repeats)
     base_pairs = to_baseline(finished) if baseline_label else []
     rep_figures = {"repeated": len(to_repeat(finished, repeats)), "times": repeats, "flaky": 0}
@@ -281,15 +281,14 @@ def confirm(config: WorkerConfig, workers: int, finished: dict[str, list[dict]],
                     rep_figures["failure"] = failure
                     applied["stopped"] = True
                     continue
-                if not _apply_repeat(repeat_passes[index], found, rep_figures):
+                if not _apply_repeat(record, repeat_passes[index], found, rep_figures):
                     applied["stopped"] = True  # nothing came back (stopped)
                     continue
             else:
                 if failure:
                     base_figures["failure"] = failure
-                _apply_baseline(base_pairs, found, base_figures)
-            if save:
-                save()
+                _apply_baseline(record, base_pairs, found, base_figures)
+            save()
 
     def ended(index: int, outcome: tuple) -> None:
         outcomes[index] = outcome
@@ -301,11 +300,10 @@ def confirm(config: WorkerConfig, workers: int, finished: dict[str, list[dict]],
     if replay.suspects(finished):  # FLAKY by a sticky error: left by an earlier case of its worker?
         # side by side, as many replays at once as the run has workers; culprits this stack
         # left before (the store's, :class:`flagos_doctor.store.Culprits`) tried first
-        done["replay"] = replay.trace(config, finished, note, width=workers,
+        done["replay"] = replay.trace(config, record, note, width=workers,
                                       known=culprits.known() if culprits else [],
                                       remember=culprits.remember if culprits else None)
-        if save:
-            save()
+        save()
     if baseline_label:
         done["baseline"] = {"label": baseline_label, **base_figures}
     done["passes"] = {"count": len(passes), "at_once": shares_first if passes else 0, "workers": workers}

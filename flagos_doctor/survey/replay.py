@@ -54,6 +54,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from flagos_doctor.results import model
+from flagos_doctor.results.resultsfile import ResultsFile
 from flagos_doctor.results.verdicts import settle
 from flagos_doctor.survey import scratch
 from flagos_doctor.survey.pool import StackFailed, WorkerConfig, WorkerProcess
@@ -238,18 +239,19 @@ def bisect_side_by_side(config: WorkerConfig, earlier: list[Case], target: Case,
     return True, bisection.culprit
 
 
-def trace(config: WorkerConfig, finished: dict[str, list[dict]], note=None, width: int = 1,
+def trace(config: WorkerConfig, record: ResultsFile, note=None, width: int = 1,
           known: list[Case] = (), remember=None) -> dict:
-    """Trace every suspect of ``finished`` (edited in place); the figures for the run's
-    ``confirm.replay``: {suspects, traced, untraced (came back only with several cases),
-    not_reproduced, runs (on the bisection's path), replays (run, side by side or not),
-    rounds, known (suspects a known culprit explained)}.
+    """Trace every suspect of ``record``'s finished overloads (recorded through it); the
+    figures for the run's ``confirm.replay``: {suspects, traced, untraced (came back only
+    with several cases), not_reproduced, runs (on the bisection's path), replays (run, side
+    by side or not), rounds, known (suspects a known culprit explained)}.
 
     ``width``: replays at once; ``known``: culprits seen before on this stack, tried first;
     ``remember(culprit)``: called with each culprit found."""
 
     figures = {"suspects": 0, "traced": 0, "untraced": 0, "not_reproduced": 0, "runs": 0,
                "replays": 0, "rounds": 0, "known": 0}
+    finished = record.finished
     for name, case in suspects(finished):
         figures["suspects"] += 1
         target = (name, case["profile"])
@@ -268,10 +270,8 @@ def trace(config: WorkerConfig, finished: dict[str, list[dict]], note=None, widt
         else:
             came_back = False
         figures["runs"] += len(log)
-        case["replay"] = {"runs": len(log), "cases": len(earlier), "came_back": came_back}
-        if from_known:
-            case["replay"]["known"] = True
-        _settle_suspect(finished, case, target, came_back, culprit, figures)
+        record.record_replay(case, len(log), len(earlier), came_back, known=from_known)
+        _settle_suspect(record, case, target, came_back, culprit, len(earlier), figures)
         if culprit is not None and remember is not None:
             remember(culprit)
     return figures
@@ -291,36 +291,33 @@ def _try_known(config: WorkerConfig, earlier: list[Case], target: Case, known, f
     return None
 
 
-def _settle_suspect(finished: dict, case: dict, target: Case, came_back: bool, culprit: Case | None,
-                    figures: dict) -> None:
+def _settle_suspect(record: ResultsFile, case: dict, target: Case, came_back: bool, culprit: Case | None,
+                    earlier: int, figures: dict) -> None:
     """The suspect's record (and the culprit's) after its replays (module doc)."""
     if not came_back:
         figures["not_reproduced"] += 1
         return  # FLAKY, with the evidence
-    statuses = list(case.get("repeats") or [case["status"]])
-    case.setdefault("first_run", {"status": statuses[0], "detail": case.get("detail", "")})
-    later = statuses[1:] or [model.PASS]
-    case["status"] = settle(later)
+    later = list(case.get("repeats") or [case["status"]])[1:] or [model.PASS]
+    status = settle(later)
     details = [d.get("detail", "") for d in case.get("repeat_details") or []]
-    case["detail"] = details[later.index(case["status"])] if len(details) == len(later) else ""
+    record.record_settled(case, status, details[later.index(status)] if len(details) == len(later) else "")
     if culprit is None:
         figures["untraced"] += 1
-        case["poisoned_by"] = {"overload": None, "profile": None, "cases": case["replay"]["cases"]}
+        record.record_poisoned_by(case, {"overload": None, "profile": None, "cases": earlier})
         return
     figures["traced"] += 1
-    case["poisoned_by"] = {"overload": culprit[0], "profile": culprit[1]}
-    _blame(finished, culprit, target, case["poison"])
+    record.record_poisoned_by(case, {"overload": culprit[0], "profile": culprit[1]})
+    _blame(record, culprit, target, case["poison"])
 
 
-def _blame(finished: dict[str, list[dict]], culprit: Case, victim: Case, poison: str) -> None:
+def _blame(record: ResultsFile, culprit: Case, victim: Case, poison: str) -> None:
     """The culprit's record carries the failure it left behind."""
-    for record in finished.get(culprit[0], []):
-        if record["profile"] != culprit[1]:
+    for case in record.finished.get(culprit[0], []):
+        if case["profile"] != culprit[1]:
             continue
-        record.setdefault("poisoned", []).append(list(victim))
-        if record["status"] in (model.PASS, model.FLAKY):
-            record.setdefault("first_run", {"status": record["status"], "detail": record.get("detail", "")})
-            record["status"] = model.ERROR
-            record["detail"] = (f"leaves the device context poisoned: {victim[0]} [{victim[1]}], run after it in "
-                                f"the same worker, failed with {poison!r} (replayed)")
+        record.record_poisoned(case, victim)
+        if case["status"] in (model.PASS, model.FLAKY):
+            record.record_settled(case, model.ERROR, (
+                f"leaves the device context poisoned: {victim[0]} [{victim[1]}], run after it in "
+                f"the same worker, failed with {poison!r} (replayed)"))
         return

@@ -123,12 +123,9 @@ def load_spec(path: str | os.PathLike | None = None) -> Spec:
 
 def parse_spec(data, label: str = "spec", path: str = "") -> Spec:
     """Check the parsed YAML document ``data``; ``label`` names it in errors."""
-
-    def bad(message: str, fieldname: str):
-        return BadInput(message, f"{label}: {fieldname}")
-
     if not isinstance(data, dict):
         raise BadInput("a survey spec is a mapping (name, profiles, tolerances, random_ops)", label)
+    bad = _complaint(label)
     check_keys(data, label)
     unknown = sorted(set(data) - {"name", "profiles", "tolerances", "random_ops", "implementation_defined"})
     if unknown:
@@ -136,8 +133,25 @@ def parse_spec(data, label: str = "spec", path: str = "") -> Spec:
     name = data.get("name", "unnamed")
     if not isinstance(name, str) or not name:
         raise bad("expected a non-empty string", "name")
+    profiles = _profiles(data.get("profiles"), label)
+    tolerances = _tolerances(data.get("tolerances", {}), label)
+    raw_random = data.get("random_ops", [])
+    if not isinstance(raw_random, list):
+        raise bad("expected a list of op or overload names", "random_ops")
+    for index, op in enumerate(raw_random):
+        if not isinstance(op, str) or not op or any(c.isspace() for c in op):
+            raise bad("expected an op or overload name", f"random_ops[{index}]")
+    defined = _implementation_defined(data.get("implementation_defined", []), label, {p.name for p in profiles})
+    return Spec(name, tuple(profiles), tolerances, frozenset(raw_random), path, tuple(defined))
 
-    raw_profiles = data.get("profiles")
+
+def _complaint(label: str):
+    """The BadInput for a field of the spec ``label``."""
+    return lambda message, fieldname: BadInput(message, f"{label}: {fieldname}")
+
+
+def _profiles(raw_profiles, label: str) -> list[Profile]:
+    bad = _complaint(label)
     if not isinstance(raw_profiles, list) or not raw_profiles:
         raise bad("expected a non-empty list of profiles", "profiles")
     profiles, seen = [], set()
@@ -165,8 +179,11 @@ def parse_spec(data, label: str = "spec", path: str = "") -> Spec:
         if layout not in LAYOUTS:
             raise bad(f"expected one of {', '.join(LAYOUTS)}", f"{here}.layout")
         profiles.append(Profile(pname, tuple(shape), dtype, layout))
+    return profiles
 
-    raw_tol = data.get("tolerances", {})
+
+def _tolerances(raw_tol, label: str) -> dict:
+    bad = _complaint(label)
     if not isinstance(raw_tol, dict):
         raise bad("expected a mapping of dtype to {atol, rtol}", "tolerances")
     tolerances = {}
@@ -183,15 +200,11 @@ def parse_spec(data, label: str = "spec", path: str = "") -> Spec:
                 raise bad(f"expected a finite number >= 0, not {excerpt(value)}", f"{here}.{key}")
             values.append(float(value))
         tolerances[dtype] = Tolerance(*values)
+    return tolerances
 
-    raw_random = data.get("random_ops", [])
-    if not isinstance(raw_random, list):
-        raise bad("expected a list of op or overload names", "random_ops")
-    for index, op in enumerate(raw_random):
-        if not isinstance(op, str) or not op or any(c.isspace() for c in op):
-            raise bad("expected an op or overload name", f"random_ops[{index}]")
 
-    raw_defined = data.get("implementation_defined", [])
+def _implementation_defined(raw_defined, label: str, profile_names: set) -> list[tuple]:
+    bad = _complaint(label)
     if not isinstance(raw_defined, list):
         raise bad("expected a list of {op, profiles, reason}", "implementation_defined")
     defined = []
@@ -206,8 +219,8 @@ def parse_spec(data, label: str = "spec", path: str = "") -> Spec:
         if not isinstance(reason, str) or not reason.strip():
             raise bad("expected a reason: why backends may differ here", f"{here}.reason")
         if chosen is not None:
-            if not isinstance(chosen, list) or not all(isinstance(p, str) and p in seen for p in chosen):
+            if not isinstance(chosen, list) or not all(isinstance(p, str) and p in profile_names for p in chosen):
                 raise bad("expected a list of this spec's profile names", f"{here}.profiles")
             chosen = tuple(chosen)
         defined.append((op, chosen, reason.strip()))
-    return Spec(name, tuple(profiles), tolerances, frozenset(raw_random), path, tuple(defined))
+    return defined

@@ -32,7 +32,7 @@ import traceback
 from flagos_doctor.channel import ChildChannel
 from flagos_doctor import stacks
 from flagos_doctor.stacks import evidence
-from flagos_doctor.results import model
+from flagos_doctor.results import case as case_record, model
 
 #: Messages that say the device context is dead (as upstream harness v4, plus HIP's words):
 #: every later result in this process is suspect, so the worker is replaced.
@@ -183,6 +183,7 @@ class Worker:
         before = self.stack.begin_case()
         if self.compile_wait is not None:
             self.compile_wait.case(True)
+        outcome: dict = {}
         try:
             outcome = self.runner.run_case(name, profile)
             status, detail = outcome["status"], outcome.get("detail", "")
@@ -222,6 +223,7 @@ class Worker:
             tail = evidence.strip_evidence(captured)
             if tail:
                 record["stderr_tail"] = _short(tail, 1500)
+        record.update(case_record.derived(record, outcome))  # the fields results/case.py derives
         return record
 
     # -- loop ---------------------------------------------------------------------------

@@ -1,4 +1,9 @@
-"""The results file of a survey and its journal, written as the survey goes.
+"""The results file of a survey and its journal: :class:`ResultsFile`, their only writer.
+
+It owns the file format: it reads a results file and its journal back (checked field by
+field, each case against :mod:`.case`), builds the results document
+(:func:`.document.build`) from what it holds, and writes both files; confirm and replay
+record what they find through its ``record_*`` methods.
 
 ``<output>.journal`` is the write path: one JSON line per event as it happens (the
 profiles of an overload, each case, the end of an overload), so a survey killed with
@@ -17,20 +22,27 @@ import json
 import os
 
 from flagos_doctor import files, redact
-from flagos_doctor.results import document as results, model
+from flagos_doctor.errors import BadInput
+from flagos_doctor.results import case as case_record, document as results, model
 from flagos_doctor.results.comparable import check_resumable
 
 #: About how many times a survey rewrites its results file before the end.
 COMPACTIONS = 20
 
+#: The kinds of a journal line.
+JOURNAL_KINDS = ("header", "profiles", "case", "end", "drop")
 
-class Journal:
+
+class ResultsFile:
     """Finished overloads, partial ones, and the files that keep them."""
 
-    def __init__(self, output: str, comparable: dict):
+    def __init__(self, output: str, comparable: dict, routes: list[str] | None = None):
         self.output = os.path.abspath(output)
         self.path = self.output + ".journal"
         self.comparable = dict(comparable)
+        self.routes = list(routes or [])  # the route set, in order
+        self.provenance: dict = {}  # the document's provenance (the survey fills it in)
+        self.measured: dict[str, str] = {}  # overload -> when its verdict was measured
         self.finished: dict[str, list[dict]] = {}  # overload -> cases, complete
         self.partial: dict[str, list[dict]] = {}  # overload -> cases recorded so far
         self.profiles: dict[str, list[str]] = {}  # overload -> its profiles, as the worker said
@@ -60,30 +72,46 @@ class Journal:
             self._replay()
 
     def _replay(self) -> None:
-        with open(self.path, encoding="utf-8", errors="replace") as handle:
-            lines = handle.read().splitlines()
+        text = files.read_regular_text(self.path, files.MAX_JSON_BYTES, "journal")
+        lines = text.splitlines()
         for number, line in enumerate(lines, start=1):
             try:
                 record = json.loads(line)
             except (ValueError, RecursionError):
                 continue  # the torn last line of a killed run
-            kind = record.get("kind")
-            if kind == "header":
-                check_resumable(record.get("comparable", {}), self.comparable, f"{self.path}:{number}")
-                self._seen.append((record.get("comparable", {}), f"{self.path}:{number}"))
-            elif kind == "profiles":
-                self.profiles[record["overload"]] = record["profiles"]
-            elif kind == "case":
-                name = record["overload"]
-                case = {k: v for k, v in record.items() if k not in ("kind", "overload")}
-                cases = self.partial.setdefault(name, [])
-                cases[:] = [c for c in cases if c["profile"] != case["profile"]] + [case]
-            elif kind == "end":
-                name = record["overload"]
-                self.finished[name] = self.partial.pop(name, [])
-            elif kind == "drop":
-                self.finished.pop(record["overload"], None)
-                self.partial.pop(record["overload"], None)
+            self._apply(record, f"{self.path}:{number}")
+
+    def _apply(self, record, where: str) -> None:
+        """One journal line, checked (BadInput naming the line), applied."""
+        if not isinstance(record, dict):
+            raise BadInput(f"journal line is {type(record).__name__}, expected an object", where)
+        kind = record.get("kind")
+        if kind not in JOURNAL_KINDS:
+            raise BadInput(f"field 'kind' is {record.get('kind')!r}, not one of {', '.join(JOURNAL_KINDS)}", where)
+        if kind == "header":
+            found = record.get("comparable", {})
+            if not isinstance(found, dict):
+                raise BadInput(f"field 'comparable' is {type(found).__name__}, expected an object", where)
+            check_resumable(found, self.comparable, where)
+            self._seen.append((found, where))
+            return
+        name = record.get("overload")
+        if not isinstance(name, str):
+            raise BadInput(f"field 'overload' is {name!r}, expected an overload's name", where)
+        if kind == "profiles":
+            profiles = record.get("profiles")
+            if not isinstance(profiles, list) or not all(isinstance(p, str) for p in profiles):
+                raise BadInput("field 'profiles' is not a list of profile names", where)
+            self.profiles[name] = profiles
+        elif kind == "case":
+            case = case_record.check({k: v for k, v in record.items() if k not in ("kind", "overload")}, where, "case")
+            cases = self.partial.setdefault(name, [])
+            cases[:] = [c for c in cases if c["profile"] != case["profile"]] + [case]
+        elif kind == "end":
+            self.finished[name] = self.partial.pop(name, [])
+        elif kind == "drop":
+            self.finished.pop(name, None)
+            self.partial.pop(name, None)
 
     def extend(self, more: dict) -> None:
         """Add comparability fields learnt once a worker started; check them against what was found."""
@@ -98,9 +126,21 @@ class Journal:
             self.partial.pop(name, None)
             self.profiles.pop(name, None)
 
-    def start(self, document: dict) -> None:
-        """Write ``document`` (the state so far) and a fresh journal holding the partial overloads."""
+    # -- the document, and writing it -------------------------------------------------------
+    def document(self) -> dict:
+        """The results document of what is recorded so far."""
+        return results.build(self.provenance, self.comparable, self.routes, self.finished, self.partial,
+                             self.profiles, self.measured)
+
+    def save(self) -> dict:
+        """Write the results file (the journal unchanged); the document written."""
+        document = self.document()
         files.write_json(self.output, document)
+        return document
+
+    def start(self) -> None:
+        """Write the state so far and a fresh journal holding the partial overloads."""
+        self.save()
         lines = [{"kind": "header", "comparable": self.comparable}]
         for name, cases in sorted(self.partial.items()):
             if name in self.profiles:
@@ -116,22 +156,22 @@ class Journal:
         """Whether enough overloads finished since the last write to rewrite the results file."""
         return self._ended_since >= max(1, route_count // COMPACTIONS)
 
-    def compact(self, document: dict) -> None:
-        """Write ``document`` (what the journal holds) as the results file. The journal is
+    def compact(self) -> None:
+        """Write what the journal holds as the results file. The journal is
         left to grow (appends cost what they add); it is rewritten short when a survey is
         resumed, and removed when one completes."""
-        files.write_json(self.output, document)
+        self.save()
         self._ended_since = 0
         self.compactions += 1
 
-    def checkpoint(self, document: dict) -> None:
-        """Write ``document`` and restart the journal from it: what the journal held is in the
-        results file now, so later edits of finished cases (confirmation) are not undone by a
-        replay of the journal after a kill."""
+    def checkpoint(self) -> None:
+        """Write the results file and restart the journal from it: what the journal held is in
+        the results file now, so later changes of finished cases (confirmation, saved with
+        :meth:`save`) are not undone by a replay of the journal after a kill."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-        self.start(document)
+        self.start()
 
     # -- while running ---------------------------------------------------------------------
     def _append(self, record: dict) -> None:
@@ -158,6 +198,38 @@ class Journal:
         self.finished[name] = self.partial.pop(name, [])
         self._ended_since += 1
 
+    # -- what confirm and replay found (saved with :meth:`save`) ---------------------------
+    def record_repeat(self, case: dict, status: str, kept: dict) -> list[str]:
+        """One more run of ``case`` (confirm): its status, and ``kept`` of its record
+        (:data:`.case.FIELDS`' ``repeat_details``); every run's status, the first's first."""
+        statuses = case.setdefault("repeats", [case["status"]])
+        statuses.append(status)
+        case.setdefault("repeat_details", []).append(kept)
+        return statuses
+
+    def record_settled(self, case: dict, status: str, detail: str) -> bool:
+        """``case`` is ``status`` after confirm or replay (:func:`.case.settle`: its first run
+        kept in ``first_run``); True when this is the first change of it."""
+        return case_record.settle(case, status, detail)
+
+    def record_flaky(self, case: dict) -> None:
+        """``case`` gave differing outcomes: FLAKY, its first run's detail kept."""
+        case["status"] = model.FLAKY
+
+    def record_baseline(self, case: dict, status: str, detail: str) -> None:
+        case["baseline"] = {"status": status, "detail": detail}
+
+    def record_replay(self, case: dict, runs: int, cases: int, came_back: bool, known: bool = False) -> None:
+        case["replay"] = {"runs": runs, "cases": cases, "came_back": came_back, **({"known": True} if known else {})}
+
+    def record_poisoned_by(self, victim: dict, culprit: dict) -> None:
+        """The replay found what poisoned ``victim``: {overload, profile} or {overload: None, cases}."""
+        victim["poisoned_by"] = culprit
+
+    def record_poisoned(self, culprit: dict, victim: list) -> None:
+        """``culprit`` left the device context poisoned for ``victim`` [overload, profile]."""
+        culprit.setdefault("poisoned", []).append(list(victim))
+
     def remaining_profiles(self, name: str) -> list[str] | None:
         """The profiles of a partial overload still to run (``None``: all of them)."""
         if name not in self.partial or name not in self.profiles:
@@ -165,9 +237,9 @@ class Journal:
         done = {case["profile"] for case in self.partial[name]}
         return [p for p in self.profiles[name] if p not in done]
 
-    def close(self, complete: bool, document: dict) -> None:
-        """Write the final document; the journal goes once nothing in it is needed any more."""
-        files.write_json(self.output, document)
+    def close(self, complete: bool) -> dict:
+        """Write the final document (returned); the journal goes once nothing in it is needed any more."""
+        document = self.save()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -176,3 +248,4 @@ class Journal:
                 os.unlink(self.path)
             except OSError:
                 pass
+        return document
