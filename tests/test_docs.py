@@ -24,7 +24,7 @@ import pytest
 from conftest import REPO_ROOT
 from test_readme import checks_of, expected_exit, runner, shown_in  # noqa: F401  (runner: a fixture)
 
-H200 = "docs/h200"
+H200 = "surveys/h200"
 RESULTS = "surveys/results"
 
 
@@ -112,7 +112,7 @@ def expected_sentences():
     full_compare = load(f"{H200}/compare-5c9d6f4-ceb4821-full.json")
     tfl6 = load(f"{RESULTS}/torch_fl-1adbc97-flag_gems-5.0.2-h200-harness6.json")
     branch29 = load(f"{RESULTS}/flag_gems-5.0.2-branch-2.9-h200.json")
-    h200_readme = "docs/h200/README.md"
+    h200_readme = "surveys/h200/README.md"
     bench, truth, tfl_doc = "docs/benchmarks.md", "docs/survey-truth.md", "docs/torch_fl.md"
     return [
         (h200_readme, f"Cold **{f1(plain['seconds'])} s**, warm **{f1(plain_warm['seconds'])} s**, "
@@ -221,7 +221,7 @@ def test_torch_fl_verdict_table_matches_its_file():
         assert f"│ {verdict} │ {count} │" in text, verdict
 
 
-DOCS = ["README.md", *sorted(os.path.relpath(p, REPO_ROOT)
+DOCS = ["README.md", "surveys/h200/README.md", *sorted(os.path.relpath(p, REPO_ROOT)
                               for p in glob.glob(os.path.join(REPO_ROOT, "docs", "**", "*.md"), recursive=True))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
@@ -267,7 +267,7 @@ def test_docs_command_runs_as_written(runner, doc, command, shown):
 
 
 def test_the_committed_whole_conf_compare_is_what_the_command_makes_of_its_two_runs(tmp_path):
-    # docs/h200/README.md: the H200's two arms, compared again here; its only changes are
+    # surveys/h200/README.md: the H200's two arms, compared again here; its only changes are
     # the five overloads ceb4821 changed, and the sticky error replay traced in A is named.
     from conftest import run_cli
 

@@ -173,7 +173,7 @@ def test_readme_command_runs_as_written(runner, command, shown):
 @pytest.mark.parametrize("body", GPU_BLOCKS)
 def test_gpu_block_links_its_committed_output(body):
     first = body.splitlines()[0]
-    paths = re.findall(r"(docs/h200/\S+|surveys/results/\S+)", first)
+    paths = re.findall(r"(surveys/h200/\S+|surveys/results/\S+)", first)
     assert paths, f"{first!r} names no committed output"
     for path in paths:
         assert os.path.isfile(os.path.join(REPO_ROOT, path)), path
@@ -188,7 +188,7 @@ def test_nothing_left_in_the_checkout(runner):
 
 def test_parser_reads_chains_console_lines_and_gpu_marks():
     text = ("```bash\npip install x && flagos-doctor survey --stack demo\nscripts/run-tests\n```\n"
-            "```bash\n# needs a GPU: docs/h200/x.md\nflagos-doctor survey --stack torch_fl\n```\n"
+            "```bash\n# needs a GPU: surveys/h200/x.md\nflagos-doctor survey --stack torch_fl\n```\n"
             "```console\n$ flagos-doctor probe \\\n  --stack demo  # exit 1\n  ERROR a …\n```\n")
     runs, gpu, skipped = checks_of(text)
     assert runs == [("flagos-doctor survey --stack demo", []),
