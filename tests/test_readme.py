@@ -148,7 +148,7 @@ RUNS, GPU_BLOCKS, SKIPPED = checks_of(open(README, encoding="utf-8").read())
 
 @pytest.fixture(scope="session")
 def runner(tmp_path_factory):
-    """One runner for the README and the docs (tests/test_docs.py): a command both show runs once."""
+    """One runner for the README: a command it shows twice runs once."""
     return Runner(tmp_path_factory.mktemp("readme"))
 
 
@@ -181,8 +181,7 @@ def test_gpu_block_links_its_committed_output(body):
 
 def test_nothing_left_in_the_checkout(runner):
     # Runs after the commands above (pytest keeps this file's order); they ran in temporary
-    # folders, so the checkout is as it was before the first of them (the runner is shared
-    # with tests/test_docs.py, whose commands ran too when it came first).
+    # folders, so the checkout is as it was before the first of them.
     assert runner.done and checkout_status() == runner.checkout_before
 
 
