@@ -476,7 +476,7 @@ _touch_driver()
 @pytest.mark.skipif(not PYTHON312 or not os.path.exists(PYTHON312), reason="needs a Python 3.12 interpreter")
 def test_triton_driver_writes_are_recorded_once_with_dict_watchers_on_python312(tmp_path):
     # On the H200 (Python 3.12) each of _default/_active came twice: once from the
-    # DriverConfig hook, once from the dict watcher (#2/#3, #4/#5 in docs/h200/probe-flag_gems.md).
+    # DriverConfig hook, once from the dict watcher (#2/#3, #4/#5 in surveys/h200/probe-flag_gems.md).
     for name, text in _FAKE_TRITON.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)

@@ -148,7 +148,7 @@ RUNS, GPU_BLOCKS, SKIPPED = checks_of(open(README, encoding="utf-8").read())
 
 @pytest.fixture(scope="session")
 def runner(tmp_path_factory):
-    """One runner for the README and the docs (tests/test_docs.py): a command both show runs once."""
+    """One runner for the README: a command it shows twice runs once."""
     return Runner(tmp_path_factory.mktemp("readme"))
 
 
@@ -173,7 +173,7 @@ def test_readme_command_runs_as_written(runner, command, shown):
 @pytest.mark.parametrize("body", GPU_BLOCKS)
 def test_gpu_block_links_its_committed_output(body):
     first = body.splitlines()[0]
-    paths = re.findall(r"(docs/h200/\S+|surveys/results/\S+)", first)
+    paths = re.findall(r"(surveys/h200/\S+|surveys/results/\S+)", first)
     assert paths, f"{first!r} names no committed output"
     for path in paths:
         assert os.path.isfile(os.path.join(REPO_ROOT, path)), path
@@ -181,14 +181,13 @@ def test_gpu_block_links_its_committed_output(body):
 
 def test_nothing_left_in_the_checkout(runner):
     # Runs after the commands above (pytest keeps this file's order); they ran in temporary
-    # folders, so the checkout is as it was before the first of them (the runner is shared
-    # with tests/test_docs.py, whose commands ran too when it came first).
+    # folders, so the checkout is as it was before the first of them.
     assert runner.done and checkout_status() == runner.checkout_before
 
 
 def test_parser_reads_chains_console_lines_and_gpu_marks():
     text = ("```bash\npip install x && flagos-doctor survey --stack demo\nscripts/run-tests\n```\n"
-            "```bash\n# needs a GPU: docs/h200/x.md\nflagos-doctor survey --stack torch_fl\n```\n"
+            "```bash\n# needs a GPU: surveys/h200/x.md\nflagos-doctor survey --stack torch_fl\n```\n"
             "```console\n$ flagos-doctor probe \\\n  --stack demo  # exit 1\n  ERROR a …\n```\n")
     runs, gpu, skipped = checks_of(text)
     assert runs == [("flagos-doctor survey --stack demo", []),

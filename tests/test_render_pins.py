@@ -27,7 +27,7 @@ from rich.console import Console
 from conftest import REPO_ROOT, run_cli
 
 RESULTS = "surveys/results"
-H200_DOCS = os.path.join(REPO_ROOT, "docs", "h200")
+H200_DOCS = os.path.join(REPO_ROOT, "surveys", "h200")
 FLAG_GEMS_4 = f"{RESULTS}/flag_gems-4.2.0-h200-harness1.json"  # the harness-1 pair
 FLAG_GEMS_5 = f"{RESULTS}/flag_gems-5.0.2-h200-harness1.json"
 TORCH_FL_OLD = f"{RESULTS}/torch_fl-5c9d6f4-sample-flag_gems-5.0.2-h200.json"

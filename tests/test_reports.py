@@ -424,7 +424,7 @@ def test_page_keeps_priorities_in_page_order_and_names_what_it_left_out():
 def test_probe_markdown_of_the_h200_probe_fits_a_small_budget():
     from flagos_doctor.probe.formats import markdown
 
-    document = _load(os.path.join(REPO_ROOT, "docs", "h200", "probe-flag_gems.json"))
+    document = _load(os.path.join(REPO_ROOT, "surveys", "h200", "probe-flag_gems.json"))
     whole = markdown.render(document)
     assert "Left out" not in whole and "<summary>All events (8)</summary>" in whole
     small = markdown.render(document, max_chars=3_000)

@@ -15,7 +15,7 @@
 #   bash benchmarks/h200/run.sh torchfl-alone     # the same routes through flag_gems alone
 #   bash benchmarks/h200/run.sh torchfl-attribute # whose is each torch_fl failure (no GPU needed)
 #   bash benchmarks/h200/run.sh torchfl-commits   # build 5c9d6f4 and ceb4821, survey, compare
-#                                                 # (docs/h200/torch-fl-compare-plan.md)
+#                                                 # (surveys/h200/torch-fl-compare-plan.md)
 #   bash benchmarks/h200/run.sh full cold        # the whole route set, empty caches (resumable:
 #   bash benchmarks/h200/run.sh full warm        #   call a phase again until it says complete)
 #   bash benchmarks/h200/run.sh full reference   # one process per overload, 26 of them, cold

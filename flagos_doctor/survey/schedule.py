@@ -10,14 +10,14 @@ The same holds across the overloads of one *family*: those of one packet, the op
 before the first ``.`` (``mm`` / ``mm.out``, ``addmv`` / ``addmv.out``, ``conv2d`` /
 ``conv2d.padding``, ``bmm`` / ``bmm.out``). They call the same FlagGems kernels with the
 same shapes and dtypes for a profile, so the same autotuning keys. On the H200's cold
-full survey (``docs/h200/survey-full-cold-6f42a96.json``) ``mm`` and ``mm.out`` ran their
+full survey (``surveys/h200/survey-full-cold-6f42a96.json``) ``mm`` and ``mm.out`` ran their
 ``2d-f32`` cases at the same time and both autotuned: 122 s and 124 s, where the second
 would have found the first's result in the shared autotuning cache
 (TRITON_CACHE_AUTOTUNING, one cache folder for all workers; the warm run shows the results
 are reused across processes once written). The cases there added up to 4,987 s over 16
 workers, 312 s even if perfectly packed, so the target of 300 s needed less work, not only
 better packing (``child/autotune_timing.py`` did that: 2,343 s, and with this rule
-``mm.out`` ``2d-f32`` took 0.0 s after ``mm``'s 142 s, ``docs/h200/survey-full-cold.json``).
+``mm.out`` ``2d-f32`` took 0.0 s after ``mm``'s 142 s, ``surveys/h200/survey-full-cold.json``).
 So a task of a family member for profile P also waits while another task
 of the same family and profile P is running, or is earlier in the order and not yet
 finished. A task for every profile (None) is treated as being for each of them.
