@@ -10,7 +10,7 @@ while they fit. Lists of :data:`INLINE_MAX` rows or fewer stay open.
 from __future__ import annotations
 
 from flagos_doctor import output
-from flagos_doctor.compare.diff import COMPARE_SCHEMA, case_text, sticky_text
+from flagos_doctor.compare.diff import COMPARE_SCHEMA, case_text, named, regression_text, sticky_text
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, code
 from flagos_doctor.results import groups
 from flagos_doctor.results.groups import overloads_named
@@ -32,6 +32,10 @@ def _case(view) -> str:
 
 def _names(members: list) -> str:
     return overloads_named(members, GROUP_NAMES, quote=lambda name: f"`{_cell(name)}`")
+
+
+def _named(comparison: dict, key: str) -> str:
+    return _cell(named(comparison, key, quote=lambda name: f"`{name}`"))
 
 
 def _side(text: str) -> str:
@@ -67,8 +71,9 @@ def render_into(page: Page, comparison: dict, heading_level: int = 2, base_prior
     verdict = "yes" if comparison.get("census_identical") else "no"
     digests = comparison.get("census_sha256") or {}
     out += [
-        f"- regressions: **{comparison.get('regressions', 0)}**, fixes: {comparison.get('fixes', 0)}, "
-        f"other changes: {comparison.get('changes', 0)}, unchanged overloads: {comparison.get('unchanged', 0)}"
+        f"- regressions: **{comparison.get('regressions', 0)}**{_named(comparison, 'regressed_overloads')}, "
+        f"fixes: {comparison.get('fixes', 0)}, other changes: {comparison.get('changes', 0)}"
+        f"{_named(comparison, 'changed_overloads')}, unchanged overloads: {comparison.get('unchanged', 0)}"
         + (f", not surveyed in either run: {comparison['unsurveyed']}" if comparison.get("unsurveyed") else ""),
         f"- cases changed: {len(comparison.get('cases_changed') or [])}, "
         f"in {len(comparison.get('change_groups') or [])} groups by cause",
@@ -133,7 +138,7 @@ def render_into(page: Page, comparison: dict, heading_level: int = 2, base_prior
     if cases:
         rows = [
             f"| `{c['overload']}` | {_cell(c['profile'])} | {_case(c['from'])} | {_case(c['to'])} | "
-            f"{'regression' if c.get('regression') else ''} |"
+            f"{regression_text(c)} |"
             for c in cases
         ]
         page.add_table(f"{len(cases)} cases changed", ["| overload | profile | A | B | |", "|---|---|---|---|---|"],
