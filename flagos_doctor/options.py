@@ -79,6 +79,8 @@ class CompareOptions:
     show_all: bool = False  # the terminal view lists every transition and changed case
     quiet: bool = False
     attribute: bool = False  # classify A's failures against B (flag_gems alone): compare/attribute.py
+    github: bool | None = None  # GitHub mode (compare/github.py); None: on under GITHUB_ACTIONS=true
+    comment_file: str | None = None  # GitHub mode: the PR comment's body goes here
 
 
 @dataclass

@@ -1,0 +1,173 @@
+"""``survey --compare`` in GitHub mode (``compare/github.py``), in a fake GitHub environment:
+``GITHUB_ACTIONS=true`` and ``GITHUB_STEP_SUMMARY`` pointing at a temporary file.
+
+Two sources of comparisons: two commits of a small stack repository built and surveyed for
+real (the demo's kernels, one commit breaking two of them), with its conf in the repository
+under ``torch_fl/configs/`` and an include; and the committed H200 results files.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from test_compare_survey import GOOD, commit, git
+
+H6_A = "surveys/results/torch_fl-5c9d6f4-flag_gems-5.0.2-h200-harness6.json"
+H6_B = "surveys/results/torch_fl-ceb4821-flag_gems-5.0.2-h200-harness6.json"
+GEMS_4 = "surveys/results/flag_gems-4.2.0-h200-harness1.json"
+GEMS_5 = "surveys/results/flag_gems-5.0.2-h200-harness1.json"
+GITHUB_LIMIT = 65_536
+ANNOTATION = re.compile(r"^::(error|warning|notice) (?:file=([^,]*),line=(\d+),)?title=[^:]*::(.*)$")
+
+BROKEN_TWO = GOOD.replace('def setup()', '''from flagos_doctor.demo import kernels
+
+_run_on_cpu = kernels._run_on_cpu
+
+
+def _off_by_one(op, args, kwargs):
+    out = _run_on_cpu(op, args, kwargs)
+    if kernels.overload_name(op) in ("neg", "exp"):
+        kernels.unwrap(out).add_(1)
+    return out
+
+
+kernels._run_on_cpu = _off_by_one
+
+
+def setup()''')
+
+# neg: routed by the base conf's line 1, then again by the PR conf's line 4 (a later line wins);
+# exp: only by the included base conf, line 2.
+BASE_CONF = "neg = cuda\nexp = flagos_python\n"
+PR_CONF = "# the routes this PR changes\ninclude base.conf\nabs = flagos_python\nneg = flagos_python\n"
+CONF = "torch_fl/configs/backends_pr.conf"
+
+
+def annotations(stdout: str) -> list[tuple[str, str | None, int | None, str]]:
+    found = []
+    for line in stdout.splitlines():
+        match = ANNOTATION.match(line)
+        if match:
+            level, file, number, message = match.groups()
+            found.append((level, file, int(number) if number else None, message))
+    return found
+
+
+def github_env(tmp_path) -> dict:
+    summary = tmp_path / "step-summary.md"
+    summary.write_text("")
+    return {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
+
+
+@pytest.fixture(scope="module")
+def stack_repo(tmp_path_factory):
+    """A stack repository at two commits, the second breaking ``neg`` and ``exp``, with a
+    conf under ``torch_fl/configs/`` that includes another."""
+    repo = tmp_path_factory.mktemp("pr") / "stack-repo"
+    (repo / "torch_fl" / "configs").mkdir(parents=True)
+    (repo / "torch_fl" / "configs" / "base.conf").write_text(BASE_CONF)
+    (repo / CONF).write_text(PR_CONF)
+    git(repo, "init", "-q")
+    git(repo, "add", "torch_fl")
+    base = commit(repo, GOOD, "demo variant, its conf")
+    head = commit(repo, BROKEN_TWO, "neg, exp: faster (and wrong)")
+    return repo, base, head
+
+
+def test_github_mode_on_two_built_commits(tmp_path, cli, stack_repo):
+    repo, base, head = stack_repo
+    env = github_env(tmp_path)
+    comment = tmp_path / "comment.md"
+    done = cli("survey", "--compare", base[:8], head[:8], "--repo", ".", "--build-cmd", "true",
+               "--stack", "variant_stack", "--conf", CONF, "--store", str(tmp_path / "store"),
+               "--repeats", "0", "--baseline", "none", "--comment-file", str(comment), "-q",
+               env={**env, "TMPDIR": str(tmp_path)}, cwd=str(repo))
+    assert done.returncode == 1, done.stderr
+    found = annotations(done.stdout)
+    errors = {a[3].split(":")[0]: a[1:3] for a in found if a[0] == "error"}
+    assert errors == {"neg": ("torch_fl/configs/backends_pr.conf", 4), "exp": ("torch_fl/configs/base.conf", 2)}
+    assert [a for a in found if a[0] != "error"] == []  # abs unchanged: nothing else to say
+    summary = open(env["GITHUB_STEP_SUMMARY"]).read()
+    assert summary.startswith("## Survey comparison: ") and "- regressions: **2** (`exp`: " in summary
+    body = comment.read_text()
+    assert len(body) <= GITHUB_LIMIT
+    assert body.splitlines()[0].startswith("❌ **Not safe to merge** (flagos-doctor): 2 regressed (`exp`: ")
+    assert body.rstrip().endswith("<!-- flagos-doctor-pr-check -->")
+
+
+def test_github_mode_on_the_committed_whole_conf_compare(tmp_path, cli):
+    # ceb4821 -> the committed comparison's one regression, on the conf line that routes it:
+    # a conf in a checkout, whose include routes sum.IntList_out first and whose own later line wins.
+    checkout = tmp_path / "Torch-FL"
+    (checkout / "torch_fl" / "configs").mkdir(parents=True)
+    (checkout / "torch_fl" / "configs" / "base.conf").write_text("sum.IntList_out = cuda\nmm.out = flagos_python\n")
+    (checkout / CONF).write_text("include base.conf\n\nsum.out = flagos_python\nsum.IntList_out = flagos_python\n")
+    git(checkout, "init", "-q")
+    env = github_env(tmp_path)
+    comment = tmp_path / "comment.md"
+    root = __import__("conftest").REPO_ROOT
+    done = cli("survey", "--compare", f"{root}/{H6_A}", f"{root}/{H6_B}", "--conf", str(checkout / CONF),
+               "--comment-file", str(comment), "--json", str(tmp_path / "c.json"), "-q", env=env, cwd=str(checkout))
+    assert done.returncode == 1, done.stderr
+    found = annotations(done.stdout)
+    assert [(a[0], a[1], a[2]) for a in found if a[0] == "error"] == [("error", CONF, 4)]
+    assert found[0][3] == "sum.IntList_out: 7 cases ERROR -> WRONG: now returns wrong values"
+    fixes = {a[3].split(":")[0]: (a[1], a[2]) for a in found if a[0] == "notice"}
+    assert fixes == {"cumsum.out": (None, None), "softshrink.out": (None, None),  # not in this conf
+                     "sum.out": (CONF, 3), "mm.out": ("torch_fl/configs/base.conf", 2)}
+    comparison = json.loads((tmp_path / "c.json").read_text())
+    assert comparison["routed_by"] == CONF and comparison["routed_at"]["sum.IntList_out"] == {"file": CONF, "line": 4}
+    body = comment.read_text()
+    assert len(body) <= GITHUB_LIMIT
+    assert body.splitlines()[0] == ("❌ **Not safe to merge** (flagos-doctor): 1 regressed (`sum.IntList_out`: "
+                                    "7 cases ERROR -> WRONG: now returns wrong values); 4 fixed, 0 other changes, "
+                                    "386 overloads unchanged.")
+    summary = open(env["GITHUB_STEP_SUMMARY"]).read()
+    assert "- regressions: **1** (`sum.IntList_out`: 7 cases ERROR -> WRONG: now returns wrong values)" in summary
+
+
+def test_the_comment_of_a_large_comparison_stays_under_githubs_limit(tmp_path, cli):
+    env = github_env(tmp_path)
+    comment = tmp_path / "comment.md"
+    done = cli("survey", "--compare", GEMS_4, GEMS_5, "--force", "--comment-file", str(comment), "-q",
+               "--store", str(tmp_path / "store"), env=env, cwd=__import__("conftest").REPO_ROOT)
+    assert done.returncode == 1, done.stderr
+    body = comment.read_text()
+    assert 60_000 < len(body) <= GITHUB_LIMIT  # full: 1,450 changed cases would take far more
+    assert body.startswith("❌ **Not safe to merge** (flagos-doctor): 24 regressed")
+    levels = [a[0] for a in annotations(done.stdout)]
+    assert levels.count("error") == 24 and levels.count("warning") == 50  # the rest in one line
+    assert "::warning::104 more changed overloads (the step summary lists them)" in done.stdout
+
+
+def test_a_safe_pr_says_so_on_its_first_line(tmp_path, cli):
+    env = github_env(tmp_path)
+    comment = tmp_path / "comment.md"
+    root = __import__("conftest").REPO_ROOT
+    done = cli("survey", "--compare", H6_B, H6_B, "--comment-file", str(comment), "-q", env=env, cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert comment.read_text().splitlines()[0] == (
+        "✅ **Safe to merge** (flagos-doctor): nothing regressed; 0 fixed, 0 other changes, 391 overloads unchanged.")
+    assert annotations(done.stdout) == []
+
+
+def test_nothing_of_it_outside_github_mode(tmp_path, cli):
+    root = __import__("conftest").REPO_ROOT
+    summary = tmp_path / "step-summary.md"
+    summary.write_text("before\n")
+    plain = cli("survey", "--compare", H6_A, H6_B, env={"GITHUB_STEP_SUMMARY": str(summary)}, cwd=root)
+    off = cli("survey", "--compare", H6_A, H6_B, "--no-github",
+              env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}, cwd=root)
+    for done in (plain, off):
+        assert done.returncode == 1, done.stderr
+        assert "::" not in done.stdout and "Safe to merge" not in done.stdout
+    assert plain.stdout == off.stdout
+    assert summary.read_text() == "before\n"
+    refused = cli("survey", "--compare", H6_A, H6_B, "--comment-file", str(tmp_path / "c.md"), cwd=root)
+    assert refused.returncode == 2 and not (tmp_path / "c.md").exists()
+    assert refused.stderr.strip().endswith("--comment-file needs GitHub mode (GITHUB_ACTIONS=true or --github)")
+    forced = cli("survey", "--compare", H6_A, H6_B, "--github", "--comment-file", str(tmp_path / "c.md"), cwd=root)
+    assert forced.returncode == 1 and (tmp_path / "c.md").read_text().startswith("❌ **Not safe to merge**")
