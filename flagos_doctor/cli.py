@@ -390,6 +390,25 @@ class _HelpStream:
 HELP_WIDTH = 250
 
 
+@app.command(
+    "ci-merge",
+    epilog="Example:\n\n  flagos-doctor ci-merge artifacts/pr-check-* --comment-file comment.md",
+)
+def ci_merge(
+    paths: List[str] = typer.Argument(..., metavar="DIR...", help="Each vendor box's artifact folder holding its comparison.json (the folder's name is the vendor's)."),
+    comment_file: Optional[str] = typer.Option(None, "--comment-file", metavar="PATH", help="Write the one PR comment here: its first line says whether the PR is safe, then a row per vendor."),
+    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the merge document."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
+):
+    """A pull-request check on many vendor boxes: their comparisons in one comment."""
+    options = opts.CiMergeOptions(paths=list(paths), comment_file=comment_file, json_path=json_path, quiet=quiet)
+    with one_line_errors():
+        from flagos_doctor.ci import command as ci_command
+
+        code = ci_command.run(options)
+    raise typer.Exit(code or 0)
+
+
 def _help_outside_a_terminal(argv: list[str]) -> bool:
     wants_help = not argv or any(arg in ("--help", "-h") for arg in argv)
     return wants_help and not sys.stdout.isatty() and not (os.environ.get("TERMINAL_WIDTH") or os.environ.get("COLUMNS"))

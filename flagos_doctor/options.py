@@ -149,3 +149,11 @@ class ExplainOptions:
     markdown_path: str | None = None
     max_chars: int = DEFAULT_MAX_CHARS
     quiet: bool = False
+
+
+@dataclass
+class CiMergeOptions:
+    paths: list[str] = field(default_factory=list)  # each vendor's artifact folder (or comparison file)
+    comment_file: str | None = None
+    json_path: str | None = None
+    quiet: bool = False

@@ -171,3 +171,43 @@ def test_nothing_of_it_outside_github_mode(tmp_path, cli):
     assert refused.stderr.strip().endswith("--comment-file needs GitHub mode (GITHUB_ACTIONS=true or --github)")
     forced = cli("survey", "--compare", H6_A, H6_B, "--github", "--comment-file", str(tmp_path / "c.md"), cwd=root)
     assert forced.returncode == 1 and (tmp_path / "c.md").read_text().startswith("❌ **Not safe to merge**")
+
+
+# -- the final job: many vendor boxes, one comment ----------------------------------------
+def test_ci_merge_writes_one_comment_with_a_row_per_vendor(tmp_path, cli):
+    # Two vendor jobs, as the workflow runs them: each compares in GitHub mode and uploads
+    # its comparison.json in an artifact folder named after the vendor; a third job died first.
+    root = __import__("conftest").REPO_ROOT
+    artifacts = tmp_path / "artifacts"
+    for vendor, (a, b), code in (("pr-check-nvidia", (H6_A, H6_B), 1), ("pr-check-metax", (H6_B, H6_B), 0)):
+        (artifacts / vendor).mkdir(parents=True)
+        done = cli("survey", "--compare", a, b, "--json", str(artifacts / vendor / "comparison.json"),
+                   "--comment-file", str(artifacts / vendor / "comment.md"), "-q", env=github_env(tmp_path), cwd=root)
+        assert done.returncode == code, done.stderr
+    (artifacts / "pr-check-ascend").mkdir()
+    comment = tmp_path / "comment.md"
+    folders = [str(artifacts / name) for name in ("pr-check-nvidia", "pr-check-metax")]
+    done = cli("ci-merge", *folders, "--comment-file", str(comment), "--json", str(tmp_path / "merged.json"))
+    assert done.returncode == 1, done.stderr
+    body = comment.read_text()
+    assert len(body) <= GITHUB_LIMIT and body.rstrip().endswith("<!-- flagos-doctor-pr-check -->")
+    lines = body.splitlines()
+    assert lines[0] == "❌ **Not safe to merge** (flagos-doctor, 2 vendor boxes): pr-check-nvidia (regressed)."
+    rows = [line for line in lines if line.startswith("| pr-check-")]
+    assert [row.split(" | ")[:6] for row in rows] == [
+        ["| pr-check-nvidia", "❌ regressed", "1", "4", "0", "386"],
+        ["| pr-check-metax", "✅ safe", "0", "0", "0", "391"],
+    ]
+    assert "- `sum.IntList_out`: 7 cases ERROR -> WRONG: now returns wrong values" in body
+    merged = json.loads((tmp_path / "merged.json").read_text())
+    assert merged["schema"] == "flagos-doctor/ci-merge/1" and merged["safe"] is False
+    # the vendor whose job ended first: a row that says so, and never "safe"
+    done = cli("ci-merge", folders[1], str(artifacts / "pr-check-ascend"), "--comment-file", str(comment))
+    assert done.returncode == 1, done.stderr
+    assert comment.read_text().splitlines()[0] == (
+        "❌ **Not safe to merge** (flagos-doctor, 2 vendor boxes): pr-check-ascend (no comparison).")
+    done = cli("ci-merge", folders[1], "--comment-file", str(comment))
+    assert done.returncode == 0 and comment.read_text().startswith(
+        "✅ **Safe to merge** (flagos-doctor, 1 vendor boxes): nothing regressed on any.")
+    bad = cli("ci-merge", str(artifacts / "pr-check-nvidia" / "comment.md"))
+    assert bad.returncode == 2 and "comment.md" in bad.stderr
