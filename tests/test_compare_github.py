@@ -211,3 +211,25 @@ def test_ci_merge_writes_one_comment_with_a_row_per_vendor(tmp_path, cli):
         "✅ **Safe to merge** (flagos-doctor, 1 vendor boxes): nothing regressed on any.")
     bad = cli("ci-merge", str(artifacts / "pr-check-nvidia" / "comment.md"))
     assert bad.returncode == 2 and "comment.md" in bad.stderr
+
+
+def test_a_base_branch_stands_for_its_merge_base_with_the_head(tmp_path):
+    from flagos_doctor import arms
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    forked = commit(repo, GOOD, "where the PR branched off")
+    git(repo, "checkout", "-q", "-b", "pr")
+    head = commit(repo, BROKEN_TWO, "the PR")
+    git(repo, "checkout", "-q", "main")
+    moved = commit(repo, GOOD + "\n# main moved on\n", "main moved on")
+    said = []
+    assert arms.merge_base(str(repo), "main", "pr", said.append) == forked
+    assert arms.merge_base(str(repo), "main", head[:8]) == forked
+    assert said == [f"main: its merge base with pr is {forked[:10]}"]
+    # a commit or a tag is itself; so is anything without --repo
+    git(repo, "tag", "v1", moved)
+    for ref in (moved, moved[:8], "v1"):
+        assert arms.merge_base(str(repo), ref, "pr") == ref
+    assert arms.merge_base(None, "main", "pr") == "main"

@@ -115,8 +115,9 @@ def load_arms(options: CompareOptions, say=None) -> tuple[arms.Arm, arms.Arm]:
         raise BadInput("--build-cmd needs --repo (the checkout to build the commits from)")
     store = Store(options.store)
     kind = SurveyArms(options.survey or SurveyOptions())
+    base = arms.merge_base(options.repo, options.a, options.b, say)
     return tuple(arms.resolve(ref, kind, store, options.repo, options.build_cmd, say)
-                 for ref in (options.a, options.b))
+                 for ref in (base, options.b))
 
 
 def build_comparison(options: CompareOptions, say=None) -> dict:
