@@ -233,3 +233,16 @@ def test_a_base_branch_stands_for_its_merge_base_with_the_head(tmp_path):
     for ref in (moved, moved[:8], "v1"):
         assert arms.merge_base(str(repo), ref, "pr") == ref
     assert arms.merge_base(None, "main", "pr") == "main"
+
+
+def test_the_committed_examples_of_docs_ci_are_what_the_command_makes(tmp_path, cli):
+    # docs/ci.md shows these: the step summary and the comment of the committed whole-conf compare.
+    root = __import__("conftest").REPO_ROOT
+    env = github_env(tmp_path)
+    done = cli("survey", "--compare", H6_A, H6_B, "--comment-file", str(tmp_path / "comment.md"), "-q",
+               env=env, cwd=root)
+    assert done.returncode == 1, done.stderr
+    docs = f"{root}/docs/ci"
+    assert (tmp_path / "comment.md").read_text() == open(f"{docs}/example-comment.md", encoding="utf-8").read()
+    assert open(env["GITHUB_STEP_SUMMARY"]).read() == open(f"{docs}/example-step-summary.md", encoding="utf-8").read()
+    assert len((tmp_path / "comment.md").read_text()) == 30_466  # as docs/ci.md says
