@@ -5,6 +5,7 @@ comment from two fixture vendors' artifacts."""
 from __future__ import annotations
 
 import os
+import pathlib
 import shlex
 import shutil
 import subprocess
@@ -12,7 +13,6 @@ import sys
 
 import pytest
 import yaml
-
 from conftest import REPO_ROOT, run_cli
 
 CI_DIR = os.path.join(REPO_ROOT, "docs", "ci")
@@ -33,7 +33,7 @@ def _actionlint() -> str:
 
 def _lint(*paths: str) -> subprocess.CompletedProcess:
     return subprocess.run([_actionlint(), "-config-file", CONFIG, "-no-color", *paths],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_the_shipped_workflows_pass_actionlint():
@@ -45,7 +45,7 @@ def test_actionlint_does_find_a_broken_workflow(tmp_path):
     # The check above can fail: the same workflow with its final job needing a job that
     # does not exist is refused.
     broken = tmp_path / "broken.yml"
-    broken.write_text(open(WORKFLOWS[0], encoding="utf-8").read().replace("needs: survey", "needs: surveys"))
+    broken.write_text(pathlib.Path(WORKFLOWS[0]).read_text(encoding="utf-8").replace("needs: survey", "needs: surveys"))
     done = _lint(str(broken))
     assert done.returncode != 0 and "surveys" in done.stdout
 
@@ -56,12 +56,12 @@ def _step(workflow: dict, job: str, name: str) -> dict:
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=os.path.basename)
 def test_each_workflow_surveys_every_vendor_box_and_posts_one_comment(path):
-    workflow = yaml.safe_load(open(path, encoding="utf-8"))
+    workflow = yaml.safe_load(pathlib.Path(path).read_text(encoding="utf-8"))
     triggers = workflow[True]  # YAML 1.1 reads the key "on" as True
     assert list(triggers) == ["pull_request"] and triggers["pull_request"]["paths"]
     survey = workflow["jobs"]["survey"]
     assert survey["runs-on"] == ["self-hosted", "${{ matrix.runner }}"]
-    labels = yaml.safe_load(open(CONFIG, encoding="utf-8"))["self-hosted-runner"]["labels"]
+    labels = yaml.safe_load(pathlib.Path(CONFIG).read_text(encoding="utf-8"))["self-hosted-runner"]["labels"]
     assert {row["runner"] for row in survey["strategy"]["matrix"]["include"]} <= set(labels)
     command = _step(workflow, "survey", "Survey and compare")["run"]
     for option in ("--compare", "--repo .", "--build-cmd", "--stack torch_fl", "--conf", "--comment-file",
@@ -75,7 +75,7 @@ def test_each_workflow_surveys_every_vendor_box_and_posts_one_comment(path):
 
 
 def test_the_torch_fl_workflow_triggers_on_confs_and_routing_code():
-    paths = yaml.safe_load(open(WORKFLOWS[0], encoding="utf-8"))[True]["pull_request"]["paths"]
+    paths = yaml.safe_load(pathlib.Path(WORKFLOWS[0]).read_text(encoding="utf-8"))[True]["pull_request"]["paths"]
     assert "torch_fl/configs/**" in paths and "csrc/aten/**" in paths
 
 
@@ -83,7 +83,7 @@ def test_the_final_jobs_merge_step_writes_one_comment_for_two_fixture_vendors(tm
     # Two vendor jobs uploaded their comparisons (cuda: the committed whole-conf compare,
     # one regression; metax: nothing changed); dcu's job uploaded nothing. The merge step's
     # script runs as written, but for its pip install (flagos-doctor is this checkout).
-    workflow = yaml.safe_load(open(WORKFLOWS[0], encoding="utf-8"))
+    workflow = yaml.safe_load(pathlib.Path(WORKFLOWS[0]).read_text(encoding="utf-8"))
     script = _step(workflow, "comment", "Merge the vendors' comparisons")["run"]
     script = "\n".join(line for line in script.splitlines() if not line.strip().startswith("pip install"))
     for vendor, (a, b) in (("cuda", (H6_A, H6_B)), ("metax", (H6_B, H6_B))):
@@ -97,7 +97,7 @@ def test_the_final_jobs_merge_step_writes_one_comment_for_two_fixture_vendors(tm
     shim = bin_dir / "flagos-doctor"
     shim.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(REPO_ROOT)} exec {shlex.quote(sys.executable)} -m flagos_doctor \"$@\"\n")
     shim.chmod(0o755)
-    done = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    done = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
                           env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
     assert done.returncode == 0, done.stderr
     body = (tmp_path / "comment.md").read_text()

@@ -9,10 +9,10 @@ under ``torch_fl/configs/`` and an include; and the committed H200 results files
 from __future__ import annotations
 
 import json
+import pathlib
 import re
 
 import pytest
-
 from test_compare_survey import GOOD, commit, git
 
 H6_A = "surveys/results/torch_fl-5c9d6f4-flag_gems-5.0.2-h200-harness6.json"
@@ -90,7 +90,7 @@ def test_github_mode_on_two_built_commits(tmp_path, cli, stack_repo):
     errors = {a[3].split(":")[0]: a[1:3] for a in found if a[0] == "error"}
     assert errors == {"neg": ("torch_fl/configs/backends_pr.conf", 4), "exp": ("torch_fl/configs/base.conf", 2)}
     assert [a for a in found if a[0] != "error"] == []  # abs unchanged: nothing else to say
-    summary = open(env["GITHUB_STEP_SUMMARY"]).read()
+    summary = pathlib.Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
     assert summary.startswith("## Survey comparison: ") and "- regressions: **2** (`exp`: " in summary
     body = comment.read_text()
     assert len(body) <= GITHUB_LIMIT
@@ -125,7 +125,7 @@ def test_github_mode_on_the_committed_whole_conf_compare(tmp_path, cli):
     assert body.splitlines()[0] == ("❌ **Not safe to merge** (flagos-doctor): 1 regressed (`sum.IntList_out`: "
                                     "7 cases ERROR -> WRONG: now returns wrong values); 4 fixed, 0 other changes, "
                                     "386 overloads unchanged.")
-    summary = open(env["GITHUB_STEP_SUMMARY"]).read()
+    summary = pathlib.Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
     assert "- regressions: **1** (`sum.IntList_out`: 7 cases ERROR -> WRONG: now returns wrong values)" in summary
 
 
@@ -243,6 +243,6 @@ def test_the_committed_examples_of_docs_ci_are_what_the_command_makes(tmp_path, 
                env=env, cwd=root)
     assert done.returncode == 1, done.stderr
     docs = f"{root}/docs/ci"
-    assert (tmp_path / "comment.md").read_text() == open(f"{docs}/example-comment.md", encoding="utf-8").read()
-    assert open(env["GITHUB_STEP_SUMMARY"]).read() == open(f"{docs}/example-step-summary.md", encoding="utf-8").read()
+    assert (tmp_path / "comment.md").read_text() == pathlib.Path(f"{docs}/example-comment.md").read_text(encoding="utf-8")
+    assert pathlib.Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8") == pathlib.Path(f"{docs}/example-step-summary.md").read_text(encoding="utf-8")
     assert len((tmp_path / "comment.md").read_text()) == 30_466  # as docs/ci.md says
