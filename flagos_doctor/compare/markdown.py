@@ -53,10 +53,8 @@ def headline(group: dict) -> str:
             f"in {side['overloads']} overloads, {group['presence']}")
 
 
-def render_into(page: Page, comparison: dict, heading_level: int = 2, base_priority: int = 0) -> None:
-    """Add ``comparison`` (schema ``flagos-doctor/compare/1``) to ``page``."""
-    h = "#" * heading_level
-    p = base_priority
+def _opening(comparison: dict, h: str) -> list[str]:
+    """The heading, the refusal, the counts and the largest causes: the part always kept."""
     arms = comparison.get("arms", {})
     label_a = arms.get("a", {}).get("label", "A")
     label_b = arms.get("b", {}).get("label", "B")
@@ -90,7 +88,12 @@ def render_into(page: Page, comparison: dict, heading_level: int = 2, base_prior
     if counted:
         out.append("- largest causes of failure:")
         out += [f"  - {_cell(headline(g))}" for g in counted[:HEADLINES]]
-    page.add(out + [""], p)
+    return out + [""]
+
+
+def _groups(page: Page, comparison: dict, h: str, p: int) -> None:
+    """What changed and the failures of both runs, by cause."""
+    failures = comparison.get("failure_groups") or []
 
     changes = comparison.get("change_groups") or []
     if changes:
@@ -112,6 +115,11 @@ def render_into(page: Page, comparison: dict, heading_level: int = 2, base_prior
                        ["| A cases | B cases | | status | cause | e.g. |", "|---:|---:|---|---|---|---|"],
                        rows, p + 1, "failure groups", folded=len(rows) > INLINE_MAX)
 
+
+
+def _side_by_side(page: Page, comparison: dict, p: int) -> None:
+    """The summary and the runs' provenance, side by side."""
+    arms = comparison.get("arms", {})
     summary = ["| | A | B | Δ |", "|---|---:|---:|---:|"]
     for row in comparison.get("summary", {}).get("rows", []):
         delta = row.get("delta")
@@ -126,6 +134,9 @@ def render_into(page: Page, comparison: dict, heading_level: int = 2, base_prior
     if ctx_rows:
         page.add_table("Runs", ["| | A | B |", "|---|---|---|"], ctx_rows, p + 2, "the runs' provenance")
 
+
+def _lists(page: Page, comparison: dict, h: str, p: int) -> None:
+    """The verdict transitions and the changed cases."""
     transitions = comparison.get("transitions") or []
     page.add([f"{h}# Verdict transitions ({len(transitions)})", ""] + ([] if transitions else ["None.", ""]), p)
     if transitions:
@@ -143,6 +154,15 @@ def render_into(page: Page, comparison: dict, heading_level: int = 2, base_prior
         ]
         page.add_table(f"{len(cases)} cases changed", ["| overload | profile | A | B | |", "|---|---|---|---|---|"],
                        rows, p + 4, "changed cases", folded=len(rows) > INLINE_MAX)
+
+
+def render_into(page: Page, comparison: dict, heading_level: int = 2, base_priority: int = 0) -> None:
+    """Add ``comparison`` (schema ``flagos-doctor/compare/1``) to ``page``."""
+    h = "#" * heading_level
+    page.add(_opening(comparison, h), base_priority)
+    _groups(page, comparison, h, base_priority)
+    _side_by_side(page, comparison, base_priority)
+    _lists(page, comparison, h, base_priority)
 
 
 @output.register(COMPARE_SCHEMA, "markdown")
