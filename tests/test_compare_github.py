@@ -208,7 +208,7 @@ def test_ci_merge_writes_one_comment_with_a_row_per_vendor(tmp_path, cli):
         "❌ **Not safe to merge** (flagos-doctor, 2 vendor boxes): pr-check-ascend (no comparison).")
     done = cli("ci-merge", folders[1], "--comment-file", str(comment))
     assert done.returncode == 0 and comment.read_text().startswith(
-        "✅ **Safe to merge** (flagos-doctor, 1 vendor boxes): nothing regressed on any.")
+        "✅ **Safe to merge** (flagos-doctor, 1 vendor box): nothing regressed on any.")
     bad = cli("ci-merge", str(artifacts / "pr-check-nvidia" / "comment.md"))
     assert bad.returncode == 2 and "comment.md" in bad.stderr
 
@@ -246,3 +246,23 @@ def test_the_committed_examples_of_docs_ci_are_what_the_command_makes(tmp_path, 
     assert (tmp_path / "comment.md").read_text() == pathlib.Path(f"{docs}/example-comment.md").read_text(encoding="utf-8")
     assert pathlib.Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8") == pathlib.Path(f"{docs}/example-step-summary.md").read_text(encoding="utf-8")
     assert len((tmp_path / "comment.md").read_text()) == 30_466  # as docs/ci.md says
+
+
+def test_runs_that_are_not_comparable_say_so_on_the_comments_first_line(tmp_path, cli):
+    env = github_env(tmp_path)
+    comment = tmp_path / "comment.md"
+    root = __import__("conftest").REPO_ROOT
+    done = cli("survey", "--compare", GEMS_4, GEMS_5, "--comment-file", str(comment), "--json", str(tmp_path / "c.json"),
+               "--store", str(tmp_path / "store"), env=env, cwd=root)
+    assert done.returncode == 2 and "runs are not comparable: route_set_sha256" in done.stderr
+    assert comment.read_text().splitlines()[0] == (
+        "⚠️ **flagos-doctor could not compare the PR**: the runs are not comparable (route_set_sha256 differ).")
+    assert annotations(done.stdout) == []
+    assert "**Not comparable** (refused)" in pathlib.Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
+    # the final job's row for that vendor
+    (tmp_path / "pr-check-cuda").mkdir()
+    (tmp_path / "c.json").rename(tmp_path / "pr-check-cuda" / "comparison.json")
+    merged = cli("ci-merge", str(tmp_path / "pr-check-cuda"), "--comment-file", str(tmp_path / "merged.md"))
+    assert merged.returncode == 1, merged.stderr
+    assert (tmp_path / "merged.md").read_text().splitlines()[0] == (
+        "❌ **Not safe to merge** (flagos-doctor, 1 vendor box): pr-check-cuda (not comparable).")

@@ -83,11 +83,12 @@ def _verdict(row: dict) -> str:
 
 def first_line(merged: dict) -> str:
     vendors = merged["vendors"]
+    boxes = f"{len(vendors)} vendor box{'es' if len(vendors) != 1 else ''}"
     if merged["safe"]:
-        return f"✅ **Safe to merge** (flagos-doctor, {len(vendors)} vendor boxes): nothing regressed on any."
+        return f"✅ **Safe to merge** (flagos-doctor, {boxes}): nothing regressed on any."
     bad = [f"{v['name']} ({_verdict(v).split(' ', 1)[1]})" for v in vendors
            if v["state"] != "compared" or v["regressions"]]
-    return f"❌ **Not safe to merge** (flagos-doctor, {len(vendors)} vendor boxes): {', '.join(bad)}."
+    return f"❌ **Not safe to merge** (flagos-doctor, {boxes}): {', '.join(bad)}."
 
 
 def _listed(row: dict, key: str) -> list[str]:
