@@ -192,6 +192,8 @@ def survey(
     repo: Optional[str] = typer.Option(None, "--repo", metavar="PATH", help="Git checkout to build missing arms from (with --compare)."),
     build_cmd: Optional[str] = typer.Option(None, "--build-cmd", metavar="CMD", help="Build command run in each arm's worktree."),
     attribute: bool = typer.Option(False, "--attribute", help="With --compare A B: whose is each failure of A (torch_fl) against B, the same cases through flag_gems alone."),
+    github: Optional[bool] = typer.Option(None, "--github/--no-github", help="With --compare: GitHub Actions mode (default: on under GITHUB_ACTIONS=true): the Markdown into $GITHUB_STEP_SUMMARY, ::error/::warning annotations on the conf lines."),
+    comment_file: Optional[str] = typer.Option(None, "--comment-file", metavar="PATH", help="GitHub mode: write a pull-request comment's body here (under 65,536 characters; its first line says whether the PR is safe)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary."),
     repeats: int = typer.Option(2, "--repeats", metavar="N", callback=_repeats, help="Run each WRONG/ERROR/CRASH/TIMEOUT case this many more times, in fresh workers; differing outcomes make it FLAKY."),
     baseline: str = typer.Option("native", "--baseline", metavar="native|none", help="native | none: run failing cases on the stack's native path (stock torch for flag_gems); a failure it shares does not count."),
@@ -215,6 +217,7 @@ def survey(
             a=compare[0], b=compare[1], store=store, force=force, fail_on=fail_on, json_path=json_path,
             markdown_path=markdown_path, repo=repo, build_cmd=build_cmd, survey=survey_options,
             max_chars=max_chars, show_all=show_all, quiet=quiet, attribute=attribute,
+            github=github, comment_file=comment_file,
         )
         with one_line_errors():
             from flagos_doctor.compare import command as compare_command
@@ -385,6 +388,25 @@ class _HelpStream:
 
 #: The width of ``--help`` outside a terminal: wide enough that no description wraps mid-table.
 HELP_WIDTH = 250
+
+
+@app.command(
+    "ci-merge",
+    epilog="Example:\n\n  flagos-doctor ci-merge artifacts/pr-check-* --comment-file comment.md",
+)
+def ci_merge(
+    paths: List[str] = typer.Argument(..., metavar="DIR...", help="Each vendor box's artifact folder holding its comparison.json (the folder's name is the vendor's)."),
+    comment_file: Optional[str] = typer.Option(None, "--comment-file", metavar="PATH", help="Write the one PR comment here: its first line says whether the PR is safe, then a row per vendor."),
+    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the merge document."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
+):
+    """A pull-request check on many vendor boxes: their comparisons in one comment."""
+    options = opts.CiMergeOptions(paths=list(paths), comment_file=comment_file, json_path=json_path, quiet=quiet)
+    with one_line_errors():
+        from flagos_doctor.ci import command as ci_command
+
+        code = ci_command.run(options)
+    raise typer.Exit(code or 0)
 
 
 def _help_outside_a_terminal(argv: list[str]) -> bool:

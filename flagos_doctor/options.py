@@ -79,6 +79,8 @@ class CompareOptions:
     show_all: bool = False  # the terminal view lists every transition and changed case
     quiet: bool = False
     attribute: bool = False  # classify A's failures against B (flag_gems alone): compare/attribute.py
+    github: bool | None = None  # GitHub mode (compare/github.py); None: on under GITHUB_ACTIONS=true
+    comment_file: str | None = None  # GitHub mode: the PR comment's body goes here
 
 
 @dataclass
@@ -146,4 +148,12 @@ class ExplainOptions:
     json_path: str | None = None  # a PATH: stdout is the program's
     markdown_path: str | None = None
     max_chars: int = DEFAULT_MAX_CHARS
+    quiet: bool = False
+
+
+@dataclass
+class CiMergeOptions:
+    paths: list[str] = field(default_factory=list)  # each vendor's artifact folder (or comparison file)
+    comment_file: str | None = None
+    json_path: str | None = None
     quiet: bool = False

@@ -34,6 +34,10 @@ def checkout_first(pythonpath: str | None) -> str:
 # flagos_doctor`` themselves (a pipe to /dev/full, taskset, a Popen to kill) found an
 # editable install of another clone, or none. run_cli does the same for the env it is given.
 os.environ["PYTHONPATH"] = checkout_first(os.environ.get("PYTHONPATH"))
+# The tests' outputs are the same wherever they run: on a GitHub runner the compare's GitHub
+# mode would otherwise add annotations to every pinned stdout (test_compare_github.py turns it on).
+for _github in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY"):
+    os.environ.pop(_github, None)
 
 
 def run_cli(*args, env=None, cwd=None, timeout=600, input=None):

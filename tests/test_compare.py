@@ -172,7 +172,7 @@ def test_cli_runs_that_differ_exit_1_with_markdown(tmp_path, cli):
     assert comparison["regressions"] == 2
     markdown = md.read_text()
     assert "| `neg` | STRICT | FAILED | regression: newly failing |" in markdown
-    assert "| `sin` | 1d_f32 | PASS (kernel) | ERROR (kernel) | regression |" in markdown
+    assert "| `sin` | 1d_f32 | PASS (kernel) | ERROR (kernel) | regression: lost a PASS case |" in markdown
     assert "census byte-identical: **no**" in markdown
     assert cli("survey", "--compare", a, b, "--fail-on", "never", "-q").returncode == 0
     bad = cli("survey", "--compare", a, b, "--fail-on", "sometimes")
@@ -287,3 +287,57 @@ def test_largest_causes_of_failure_count_only_what_the_verdicts_count():
     for status in (INVALID, "UNVERIFIABLE", "FLAKY"):
         assert status not in opening
         assert f"| {status} |" in text  # still in the table of every failure group
+
+
+# -- a loud failure that turns silent, and failures that change -------------------------
+def _detailed(cases_by_overload: dict) -> dict:
+    """``results`` with a detail per case: ``{overload: [(profile, status, detail), ...]}``."""
+    doc = results({name: [(p, s, K) for p, s, _ in cases] for name, cases in cases_by_overload.items()})
+    for name, cases in cases_by_overload.items():
+        for record, (_, _, detail) in zip(doc["overloads"][name]["cases"], cases):
+            record["detail"] = detail
+    return doc
+
+
+@pytest.mark.parametrize("loud", ["ERROR", "CRASH", "TIMEOUT", "MISSING_FUNCTION"])
+def test_a_loud_failure_that_becomes_wrong_is_a_regression(loud):
+    before = _detailed({"sum": [("2d_f32", loud, "TypeError: boom")], "abs": [("2d_f32", PASS, "")]})
+    after = _detailed({"sum": [("2d_f32", WRONG, "output: 1 of 1 values differ")], "abs": [("2d_f32", PASS, "")]})
+    comparison = compare(before, after)
+    assert comparison["transitions"] == []  # FAILED in both: no verdict change
+    assert comparison["regressed_overloads"] == ["sum"] and comparison["case_regressions"] == 1
+    assert comparison["cases_changed"][0]["mark"] == "now returns wrong values"
+    assert exit_code(comparison, "regression") == 1 and exit_code(comparison, "never") == 0
+    text = render_markdown(comparison)
+    assert f"regressions: **1** (`sum`: 1 case {loud} -> WRONG: now returns wrong values)" in text
+
+
+def test_a_wrong_answer_the_native_path_shares_is_no_regression():
+    before = _detailed({"sum": [("2d_f32", ERROR, "TypeError: boom")]})
+    after = _detailed({"sum": [("2d_f32", WRONG, "output: values differ")]})
+    after["overloads"]["sum"]["cases"][0]["baseline"] = {"status": WRONG}
+    comparison = compare(before, after)
+    assert comparison["regressions"] == 0 and comparison["changed_overloads"] == ["sum"]
+
+
+def test_other_changes_of_failing_cases_are_counted_and_named():
+    before = _detailed({"a": [("2d_f32", WRONG, "output: values differ")],
+                        "b": [("2d_f32", ERROR, "TypeError: f() missing 1 required argument")],
+                        "c": [("2d_f32", ERROR, "TypeError: same cause 1")], "d": [("2d_f32", PASS, "")]})
+    after = _detailed({"a": [("2d_f32", ERROR, "RuntimeError: now it raises")],
+                       "b": [("2d_f32", ERROR, "RuntimeError: backend not registered")],
+                       "c": [("2d_f32", ERROR, "TypeError: same cause 2")], "d": [("2d_f32", PASS, "")]})
+    comparison = compare(before, after)
+    assert comparison["regressions"] == 0 and comparison["fixes"] == 0
+    assert comparison["changes"] == 2 and comparison["changed_overloads"] == ["a", "b"]  # c: the same masked cause
+    assert comparison["unchanged"] == 2
+    cause_change = next(c for c in comparison["cases_changed"] if c["overload"] == "b")
+    assert (cause_change["from"]["cause"], cause_change["to"]["cause"]) == (
+        "TypeError: f() missing N required argument", "RuntimeError: backend not registered")
+    assert "other changes: 2 (`a`: 1 case WRONG -> ERROR; `b`: 1 case ERROR -> ERROR)" in render_markdown(comparison)
+    from flagos_doctor import output
+    from flagos_doctor.compare import terminal  # noqa: F401  (registers the terminal view)
+
+    assert "0 regressed, 0 fixed, 2 other changes (a: 1 case WRONG -> ERROR; b: 1 case ERROR -> ERROR)" in output.plain(
+        comparison, width=300)
+    assert exit_code(comparison, "regression") == 0 and exit_code(comparison, "any") == 1

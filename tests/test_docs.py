@@ -249,13 +249,16 @@ def test_the_committed_whole_conf_compare_is_what_the_command_makes_of_its_two_r
     made = tmp_path / "compare.json"
     done = run_cli("survey", "--compare", a, b, "--json", str(made), "--markdown", str(tmp_path / "compare.md"),
                    cwd=REPO_ROOT)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # sum.IntList_out: ERROR -> WRONG, a regression
     assert made.read_text() == text_of(f"{H200}/compare-5c9d6f4-ceb4821-full.json")
     assert (tmp_path / "compare.md").read_text() == text_of(f"{H200}/compare-5c9d6f4-ceb4821-full.md")
     comparison = json.loads(made.read_text())
     assert {c["overload"] for c in comparison["cases_changed"]} == {
         "cumsum.out", "sum.out", "sum.IntList_out", "mm.out", "softshrink.out"}
-    assert comparison["regressions"] == 0 and comparison["fixes"] == 4
+    assert comparison["regressed_overloads"] == ["sum.IntList_out"] and comparison["fixes"] == 4
+    assert comparison["changes"] == 0 and comparison["changed_overloads"] == []
+    assert {(c["from"]["status"], c["to"]["status"], c["mark"]) for c in comparison["cases_changed"]
+            if c["overload"] == "sum.IntList_out"} == {("ERROR", "WRONG", "now returns wrong values")}
     assert [(t["arm"], t["overload"], t["poisoned_by"]["overload"]) for t in comparison["sticky_traced"]] == [
         ("a", "native_dropout", "native_batch_norm_backward")]
 

@@ -78,8 +78,9 @@ def _graph() -> dict[str, set[str]]:
 FLOORS = (
     ("the command line", ("cli", "__main__")),
     # report bundles a probe, a survey's results, a comparison and an explain document;
-    # explain runs the user's program on the probe's watch and engine
-    ("the composite commands", ("report", "explain")),
+    # explain runs the user's program on the probe's watch and engine; ci merges the
+    # comparisons of many vendor boxes into one PR comment
+    ("the composite commands", ("report", "explain", "ci")),
     ("commands", ("probe", "survey", "compare", "suite", "matrix")),
     ("shared by commands", ("arms", "options")),
     ("stacks", ("stacks",)),

@@ -5,7 +5,9 @@ each reference the user gives:
 
 1. ``file``: a path to a file the kind reads (a survey results file; JUnit XML or a filed
    suite run);
-2. with ``--repo``: anything git resolves to a commit there (a prefix, a branch, a tag).
+2. with ``--repo``: anything git resolves to a commit there (a prefix, a branch, a tag;
+   a branch named as the base, A, stands for its merge base with B, as a pull request's
+   base does: :func:`merge_base`).
    The run filed in the store under that commit is used (``store``; the kind says which
    filed run fits: :meth:`ArmKind.filed`); missing, the commit is checked out in a
    temporary worktree (:mod:`.worktree`), ``--build-cmd`` is run there, the kind makes
@@ -27,7 +29,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from flagos_doctor import files
+from flagos_doctor import files, git
 from flagos_doctor.arms import worktree
 from flagos_doctor.errors import EXIT_FINDING, EXIT_OK, BadInput
 from flagos_doctor.store import Store
@@ -117,6 +119,24 @@ def resolve(ref: str, kind: ArmKind, store: Store, repo: str | None = None, buil
                        + store_hint, ref)
     path = store.lookup(kind.store_kind, ref)  # BadInput when the prefix is ambiguous
     return Arm(ref, ArmSource.STORE, path, kind.load(path))
+
+
+def merge_base(repo: str | None, base: str, head: str, say: Callable[[str], None] | None = None) -> str:
+    """The reference to resolve for the base arm ``base`` against ``head``: a branch
+    (local or remote-tracking) stands for its merge base with ``head``, so a pull request's
+    base branch that moved on since the PR branched off compares only the PR's own changes;
+    anything else (a commit, a tag, a file, a store key) is ``base`` itself."""
+    if repo is None or os.path.isfile(base) or not os.path.isdir(repo):
+        return base
+    full = git.output(repo, "rev-parse", "--symbolic-full-name", base)
+    if not full or not full.startswith(("refs/heads/", "refs/remotes/")):
+        return base
+    head_commit = worktree.resolve_commit(repo, head)
+    found = git.output(repo, "merge-base", full, head_commit) if head_commit else None
+    if not found:
+        return base
+    (say or _quiet)(f"{base}: its merge base with {head} is {found[:10]}")
+    return found
 
 
 def build(ref: str, commit: str, kind: ArmKind, store: Store, repo: str, build_cmd: str | None,

@@ -115,8 +115,10 @@ def load_arms(options: CompareOptions, say=None) -> tuple[arms.Arm, arms.Arm]:
         raise BadInput("--build-cmd needs --repo (the checkout to build the commits from)")
     store = Store(options.store)
     kind = SurveyArms(options.survey or SurveyOptions())
-    # both commits to build: the second builds while the first is surveyed
-    return arms.resolve_both((options.a, options.b), kind, store, options.repo, options.build_cmd, say)
+    # a branch as the base is its merge base with the head; the second arm builds while the
+    # first is surveyed
+    base = arms.merge_base(options.repo, options.a, options.b, say)
+    return arms.resolve_both((base, options.b), kind, store, options.repo, options.build_cmd, say)
 
 
 def build_comparison(options: CompareOptions, say=None) -> dict:

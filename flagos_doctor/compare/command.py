@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from flagos_doctor import arms, checks, output
-from flagos_doctor.compare import markdown, terminal  # noqa: F401  (they register the comparison's views)
+from flagos_doctor.compare import github, markdown, terminal  # noqa: F401  (they register the comparison's views)
 from flagos_doctor.compare.build import build_comparison, describe, load_arms, not_comparable_message, short
 from flagos_doctor.compare.diff import exit_code
 from flagos_doctor.console import output_console
@@ -33,6 +33,8 @@ def run(options: CompareOptions) -> int:
     arms.check_fail_on(options.fail_on)
     checks.writable_file(options.json_path, "--json")
     checks.writable_file(options.markdown_path, "--markdown")
+    github.check_options(options.github, options.comment_file)
+    on_github = github.active(options.github)
     stderr = output_console(stderr=True)
     if options.attribute:
         return run_attribution(options, stderr)
@@ -40,7 +42,11 @@ def run(options: CompareOptions) -> int:
     diffs = comparison["differences"]
     if diffs and not options.force:
         output.emit(_refusal(comparison), {"json": options.json_path})
+        if on_github:
+            github.publish(_refusal(comparison), options.fail_on, options.comment_file, options.max_chars, None)
         raise BadInput(not_comparable_message(comparison), f"{options.a} vs {options.b}")
+    if on_github:
+        github.attach_routes(comparison, options.survey.conf if options.survey else None)
     if diffs:
         fields = ", ".join(d["field"] for d in diffs)
         stderr.print(f"[bold yellow]warning:[/] runs are not comparable ({fields} differ); comparing anyway (--force)")
@@ -51,6 +57,9 @@ def run(options: CompareOptions) -> int:
                                          "the comparison's JSON (`survey --compare A B --force --json PATH`)"),
                  output.TERMINAL: {"show_all": options.show_all}},
     )
+    if on_github:
+        github.publish(output.as_written(comparison), options.fail_on, options.comment_file, options.max_chars,
+                       options.json_path)
     return exit_code(comparison, options.fail_on)
 
 

@@ -19,8 +19,9 @@ document of schema ``flagos-doctor/compare/1``::
                       grouped by status and cause on each side (:mod:`..results.groups`)
     failure_groups    [{status, signature, presence, a, b, examples, members}]: the
                       failures of both runs grouped by cause, side by side
-    regressions       number of overloads that regressed
-    fixes, changes    numbers of overloads fixed / otherwise changed
+    regressions       number of overloads that regressed (``regressed_overloads`` names them)
+    fixes, changes    numbers of overloads fixed / otherwise changed (``changed_overloads``
+                      names the latter)
     unchanged         number of overloads whose verdict and cases are all unchanged
     unsurveyed        number of overloads PENDING in both runs (neither ran them, as in a
                       survey of a few ``--ops`` out of a whole conf): not "unchanged"
@@ -31,10 +32,17 @@ Rules (the survey's words, :mod:`flagos_doctor.results.model`):
 * an overload *regressed* when its verdict got worse (by ``VERDICT_RANK``), when it became
   FAILED from anything else (``newly failing``, including an overload new in B), or when
   one of its cases went from PASS to anything else but FLAKY or a failure its baseline
-  shares (neither is the stack's failure);
+  shares (neither is the stack's failure: ``lost a PASS case``), or from a loud failure
+  (:data:`LOUD_FAILURES`) to WRONG that its baseline does not share (``now returns wrong
+  values``: an error the user saw became a silent wrong answer);
 * it is *fixed* when its verdict got better (and is not FAILED);
 * any other verdict change (to or from NO_SCHEMA, PENDING, or an overload present in one
-  arm only) is a plain *change*.
+  arm only) is a plain *change*, and so is an overload whose verdict is the same but whose
+  cases changed (an ERROR of another cause, WRONG to ERROR, a WRONG case now passing): no
+  changed case goes uncounted.
+
+A changed case's ``mark`` says which rule it met: ``lost a PASS case``, ``now returns
+wrong values``, or None.
 """
 
 from __future__ import annotations
@@ -42,9 +50,17 @@ from __future__ import annotations
 from flagos_doctor import arms
 from flagos_doctor.results import case as case_record, groups
 from flagos_doctor.results.comparable import CONTEXT, differences, lookup
-from flagos_doctor.results.model import FAILED, FLAKY, PASS, PENDING, VERDICT_RANK, VERDICTS, poisoned_by_text
+from flagos_doctor.results.model import (
+    CRASH, ERROR, FAILED, FLAKY, MISSING_FUNCTION, PASS, PENDING, TIMEOUT, VERDICT_RANK, VERDICTS, WRONG,
+    poisoned_by_text,
+)
 
 COMPARE_SCHEMA = "flagos-doctor/compare/1"
+#: Failures the user sees (a raise, a dead worker, a hang, a missing function): one that
+#: turns into WRONG hides the failure, a regression.
+LOUD_FAILURES = (ERROR, CRASH, TIMEOUT, MISSING_FUNCTION)
+LOST_PASS = "lost a PASS case"
+NOW_WRONG = "now returns wrong values"
 
 def _cases_by_profile(entry: dict | None) -> dict:
     cases = (entry or {}).get("cases") or []
@@ -76,6 +92,8 @@ def case_text(view: dict | None) -> str:
     if view is None:
         return "absent"
     text = f"{view.get('status')} ({view.get('route')})"
+    if view.get("cause"):
+        text += f": {view['cause']}"
     native = view.get("baseline")
     if native is None:
         return text
@@ -95,6 +113,17 @@ def _with_signature(view: dict | None, case: dict | None) -> dict | None:
         return None
     cause = groups.signature(case)
     return {**view, "signature": cause} if cause else view
+
+
+def case_regression(before: dict | None, after: dict | None) -> str | None:
+    """Which regression a case's change ``before -> after`` is (its mark), or None."""
+    if before is None:
+        return None
+    if before["status"] == PASS and (after is None or (after["status"] != PASS and _counts_against(after))):
+        return LOST_PASS
+    if before["status"] in LOUD_FAILURES and after is not None and after["status"] == WRONG and _counts_against(after):
+        return NOW_WRONG
+    return None
 
 
 def classify(before: str | None, after: str | None) -> tuple[str, str]:
@@ -160,6 +189,72 @@ def _summary_rows(a: dict, b: dict) -> dict:
 _KIND_ORDER = {"regression": 0, "fix": 1, "change": 2}
 
 
+class _Tally:
+    """What :func:`compare` gathers, overload by overload."""
+
+    def __init__(self):
+        self.transitions: list[dict] = []
+        self.cases_changed: list[dict] = []
+        self.signed: list[dict] = []  # the changed cases with their causes, for the change groups
+        self.regressed: dict[str, set] = {}  # overload -> the marks of its regressed cases
+        self.fixed: set = set()
+        self.changed: set = set()
+        self.unchanged = 0
+        self.unsurveyed = 0
+
+    def overload(self, name: str, entry_a: dict | None, entry_b: dict | None) -> None:
+        verdict_a = entry_a.get("verdict") if entry_a is not None else None
+        verdict_b = entry_b.get("verdict") if entry_b is not None else None
+        overload_changed = verdict_a != verdict_b
+        if overload_changed:
+            kind, mark = classify(verdict_a, verdict_b)
+            self.transitions.append({"overload": name, "from": verdict_a, "to": verdict_b, "kind": kind, "mark": mark})
+            if kind == "regression":
+                self.regressed.setdefault(name, set())
+            else:
+                (self.fixed if kind == "fix" else self.changed).add(name)
+        cases_a, cases_b = _cases_by_profile(entry_a), _cases_by_profile(entry_b)
+        for profile in list(cases_a) + [p for p in cases_b if p not in cases_a]:
+            overload_changed = self.case(name, profile, cases_a.get(profile), cases_b.get(profile)) or overload_changed
+        if overload_changed and verdict_a == verdict_b and name not in self.regressed:
+            self.changed.add(name)  # the same verdict, other cases: counted, never "0 other changes"
+        if not overload_changed and verdict_a == verdict_b == PENDING and not cases_a:
+            self.unsurveyed += 1  # nothing was measured: saying "unchanged" would claim a check
+        elif not overload_changed:
+            self.unchanged += 1
+
+    def case(self, name: str, profile, case_a: dict | None, case_b: dict | None) -> bool:
+        """Record one case's change; False when it did not change."""
+        view_a, view_b = _case_view(case_a), _case_view(case_b)
+        if view_a == view_b and view_a is not None and view_a["status"] in LOUD_FAILURES + (WRONG,):
+            cause_a, cause_b = groups.signature(case_a), groups.signature(case_b)
+            if cause_a != cause_b:  # the same status of another cause: a changed failure, shown with its causes
+                view_a, view_b = {**view_a, "cause": cause_a}, {**view_b, "cause": cause_b}
+        if view_a == view_b:
+            return False
+        mark = case_regression(view_a, view_b)
+        self.cases_changed.append({"overload": name, "profile": profile, "from": view_a, "to": view_b,
+                                   "regression": mark is not None, "mark": mark})
+        self.signed.append({"overload": name, "profile": profile, "regression": mark is not None,
+                            "from": _with_signature(view_a, case_a), "to": _with_signature(view_b, case_b)})
+        if mark is not None:
+            self.regressed.setdefault(name, set()).add(mark)
+        return True
+
+    def settle(self) -> None:
+        """An overload whose verdict is unchanged (or even "better") but lost a PASS case or
+        now returns wrong values is a regression too; its transition, if any, then sorts
+        with the regressions."""
+        for transition in self.transitions:
+            if transition["overload"] in self.regressed and transition["kind"] != "regression":
+                self.fixed.discard(transition["overload"])
+                self.changed.discard(transition["overload"])
+                transition["kind"] = "regression"
+                transition["mark"] += "".join(f", {m}" for m in sorted(self.regressed[transition["overload"]]))
+        self.transitions.sort(key=lambda t: (_KIND_ORDER[t["kind"]], t["overload"]))
+        self.cases_changed.sort(key=lambda c: (not c["regression"], c["overload"], str(c["profile"])))
+
+
 def compare(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B", force: bool = False) -> dict:
     """Compare results documents ``a`` and ``b``; return the comparison document.
 
@@ -169,53 +264,11 @@ def compare(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B", force: 
     diffs = differences(a, b)
     over_a = a.get("overloads") or {}
     over_b = b.get("overloads") or {}
-    transitions = []
-    cases_changed = []
-    signed = []  # the changed cases with their causes, for the change groups
-    regressed, fixed, changed, unchanged, unsurveyed = set(), set(), set(), 0, 0
+    tally = _Tally()
     for name in sorted(set(over_a) | set(over_b)):
-        entry_a, entry_b = over_a.get(name), over_b.get(name)
-        verdict_a = entry_a.get("verdict") if entry_a is not None else None
-        verdict_b = entry_b.get("verdict") if entry_b is not None else None
-        overload_changed = False
-        if verdict_a != verdict_b:
-            kind, mark = classify(verdict_a, verdict_b)
-            transitions.append({"overload": name, "from": verdict_a, "to": verdict_b, "kind": kind, "mark": mark})
-            {"regression": regressed, "fix": fixed, "change": changed}[kind].add(name)
-            overload_changed = True
-        cases_a, cases_b = _cases_by_profile(entry_a), _cases_by_profile(entry_b)
-        profiles = list(cases_a) + [p for p in cases_b if p not in cases_a]
-        for profile in profiles:
-            view_a, view_b = _case_view(cases_a.get(profile)), _case_view(cases_b.get(profile))
-            if view_a == view_b:
-                continue
-            went_bad = bool(view_a and view_a["status"] == PASS and (
-                view_b is None or (view_b["status"] != PASS and _counts_against(view_b))))
-            cases_changed.append(
-                {"overload": name, "profile": profile, "from": view_a, "to": view_b, "regression": went_bad}
-            )
-            signed.append({
-                "overload": name, "profile": profile, "regression": went_bad,
-                "from": _with_signature(view_a, cases_a.get(profile)),
-                "to": _with_signature(view_b, cases_b.get(profile)),
-            })
-            overload_changed = True
-            if went_bad:
-                regressed.add(name)
-        if not overload_changed and verdict_a == verdict_b == PENDING and not cases_a:
-            unsurveyed += 1  # nothing was measured: saying "unchanged" would claim a check
-        elif not overload_changed:
-            unchanged += 1
-    # An overload whose verdict is unchanged (or even "better") but lost a PASS case is a
-    # regression too; its transition, if any, then sorts with the regressions.
-    for transition in transitions:
-        if transition["overload"] in regressed and transition["kind"] != "regression":
-            fixed.discard(transition["overload"])
-            changed.discard(transition["overload"])
-            transition["kind"] = "regression"
-            transition["mark"] += ", lost a PASS case"
-    transitions.sort(key=lambda t: (_KIND_ORDER[t["kind"]], t["overload"]))
-    cases_changed.sort(key=lambda c: (not c["regression"], c["overload"], str(c["profile"])))
+        tally.overload(name, over_a.get(name), over_b.get(name))
+    tally.settle()
+    cases_changed = tally.cases_changed
     digest_a, digest_b = a.get("census_sha256"), b.get("census_sha256")
     return {
         "schema": COMPARE_SCHEMA,
@@ -225,25 +278,66 @@ def compare(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B", force: 
         "census_identical": bool(digest_a) and digest_a == digest_b,
         "census_sha256": {"a": digest_a, "b": digest_b},
         "summary": _summary_rows(a, b),
-        "transitions": transitions,
+        "transitions": tally.transitions,
         "cases_changed": cases_changed,
         "flaky_only": bool(cases_changed) and all(
             FLAKY in ((c["from"] or {}).get("status"), (c["to"] or {}).get("status")) for c in cases_changed),
         "sticky_traced": _sticky_traced("a", over_a) + _sticky_traced("b", over_b),
-        "change_groups": groups.change_groups(signed),
+        "change_groups": groups.change_groups(tally.signed),
         "failure_groups": groups.compared_groups(over_a, over_b),
-        "regressions": len(regressed),
-        "regressed_overloads": sorted(regressed),
+        "regressions": len(tally.regressed),
+        "regressed_overloads": sorted(tally.regressed),
         "case_regressions": sum(1 for c in cases_changed if c["regression"]),
-        "fixes": len(fixed),
-        "changes": len(changed),
-        "unchanged": unchanged,
-        "unsurveyed": unsurveyed,
+        "fixes": len(tally.fixed),
+        "changes": len(tally.changed),
+        "changed_overloads": sorted(tally.changed),
+        "unchanged": tally.unchanged,
+        "unsurveyed": tally.unsurveyed,
         "arms": {
             "a": {"label": label_a, "context": {name: lookup(a, paths) for name, paths in CONTEXT}},
             "b": {"label": label_b, "context": {name: lookup(b, paths) for name, paths in CONTEXT}},
         },
     }
+
+
+#: Overloads a headline names beside a count (the lists below it name them all).
+HEADLINE_NAMES = 3
+
+
+def regression_text(case: dict) -> str:
+    """A changed case's regression in words (``regression: now returns wrong values``), or ``""``."""
+    if not case.get("regression"):
+        return ""
+    return f"regression: {case['mark']}" if case.get("mark") else "regression"
+
+
+def why_changed(comparison: dict, overload: str) -> str:
+    """What happened to one regressed or changed overload, in words, from the document:
+    its verdict transition, else its changed cases (``7 cases ERROR -> WRONG: now returns
+    wrong values``, ``2 cases ERROR -> ERROR``)."""
+    for transition in comparison.get("transitions") or []:
+        if transition["overload"] == overload:
+            return f"{transition['from'] or 'absent'} -> {transition['to'] or 'absent'}, {transition['mark']}"
+    cases = [c for c in comparison.get("cases_changed") or [] if c["overload"] == overload]
+    marks = sorted({c["mark"] for c in cases if c.get("mark")})
+    moves: dict = {}
+    for c in cases:
+        if c.get("mark") or not marks:
+            move = f"{(c['from'] or {}).get('status', 'absent')} -> {(c['to'] or {}).get('status', 'absent')}"
+            moves[move] = moves.get(move, 0) + 1
+    text = ", ".join(f"{n} case{'s' if n > 1 else ''} {move}" for move, n in moves.items())
+    return f"{text}: {', '.join(marks)}" if marks else text
+
+
+def named(comparison: dict, key: str, quote=str, limit: int = HEADLINE_NAMES) -> str:
+    """`` (name: why, ...)`` for the overloads of ``key`` (``regressed_overloads``,
+    ``changed_overloads``), the first ``limit`` of them; empty when there are none."""
+    names = comparison.get(key) or []
+    if not names:
+        return ""
+    shown = [f"{quote(name)}: {why_changed(comparison, name)}" for name in names[:limit]]
+    more = f", {len(names) - limit} more" if len(names) > limit else ""
+    return f" ({'; '.join(shown)}{more})"
 
 
 def sticky_text(entry: dict) -> str:

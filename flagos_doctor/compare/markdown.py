@@ -10,7 +10,7 @@ while they fit. Lists of :data:`INLINE_MAX` rows or fewer stay open.
 from __future__ import annotations
 
 from flagos_doctor import output
-from flagos_doctor.compare.diff import COMPARE_SCHEMA, case_text, sticky_text
+from flagos_doctor.compare.diff import COMPARE_SCHEMA, case_text, named, regression_text, sticky_text
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, code
 from flagos_doctor.results import groups
 from flagos_doctor.results.groups import overloads_named
@@ -34,6 +34,10 @@ def _names(members: list) -> str:
     return overloads_named(members, GROUP_NAMES, quote=lambda name: f"`{_cell(name)}`")
 
 
+def _named(comparison: dict, key: str) -> str:
+    return _cell(named(comparison, key, quote=lambda name: f"`{name}`"))
+
+
 def _side(text: str) -> str:
     return "absent" if text == "absent" else code(_cell(text))
 
@@ -49,10 +53,8 @@ def headline(group: dict) -> str:
             f"in {side['overloads']} overloads, {group['presence']}")
 
 
-def render_into(page: Page, comparison: dict, heading_level: int = 2, base_priority: int = 0) -> None:
-    """Add ``comparison`` (schema ``flagos-doctor/compare/1``) to ``page``."""
-    h = "#" * heading_level
-    p = base_priority
+def _opening(comparison: dict, h: str) -> list[str]:
+    """The heading, the refusal, the counts and the largest causes: the part always kept."""
     arms = comparison.get("arms", {})
     label_a = arms.get("a", {}).get("label", "A")
     label_b = arms.get("b", {}).get("label", "B")
@@ -67,8 +69,9 @@ def render_into(page: Page, comparison: dict, heading_level: int = 2, base_prior
     verdict = "yes" if comparison.get("census_identical") else "no"
     digests = comparison.get("census_sha256") or {}
     out += [
-        f"- regressions: **{comparison.get('regressions', 0)}**, fixes: {comparison.get('fixes', 0)}, "
-        f"other changes: {comparison.get('changes', 0)}, unchanged overloads: {comparison.get('unchanged', 0)}"
+        f"- regressions: **{comparison.get('regressions', 0)}**{_named(comparison, 'regressed_overloads')}, "
+        f"fixes: {comparison.get('fixes', 0)}, other changes: {comparison.get('changes', 0)}"
+        f"{_named(comparison, 'changed_overloads')}, unchanged overloads: {comparison.get('unchanged', 0)}"
         + (f", not surveyed in either run: {comparison['unsurveyed']}" if comparison.get("unsurveyed") else ""),
         f"- cases changed: {len(comparison.get('cases_changed') or [])}, "
         f"in {len(comparison.get('change_groups') or [])} groups by cause",
@@ -85,7 +88,12 @@ def render_into(page: Page, comparison: dict, heading_level: int = 2, base_prior
     if counted:
         out.append("- largest causes of failure:")
         out += [f"  - {_cell(headline(g))}" for g in counted[:HEADLINES]]
-    page.add(out + [""], p)
+    return out + [""]
+
+
+def _groups(page: Page, comparison: dict, h: str, p: int) -> None:
+    """What changed and the failures of both runs, by cause."""
+    failures = comparison.get("failure_groups") or []
 
     changes = comparison.get("change_groups") or []
     if changes:
@@ -107,6 +115,11 @@ def render_into(page: Page, comparison: dict, heading_level: int = 2, base_prior
                        ["| A cases | B cases | | status | cause | e.g. |", "|---:|---:|---|---|---|---|"],
                        rows, p + 1, "failure groups", folded=len(rows) > INLINE_MAX)
 
+
+
+def _side_by_side(page: Page, comparison: dict, p: int) -> None:
+    """The summary and the runs' provenance, side by side."""
+    arms = comparison.get("arms", {})
     summary = ["| | A | B | Δ |", "|---|---:|---:|---:|"]
     for row in comparison.get("summary", {}).get("rows", []):
         delta = row.get("delta")
@@ -121,6 +134,9 @@ def render_into(page: Page, comparison: dict, heading_level: int = 2, base_prior
     if ctx_rows:
         page.add_table("Runs", ["| | A | B |", "|---|---|---|"], ctx_rows, p + 2, "the runs' provenance")
 
+
+def _lists(page: Page, comparison: dict, h: str, p: int) -> None:
+    """The verdict transitions and the changed cases."""
     transitions = comparison.get("transitions") or []
     page.add([f"{h}# Verdict transitions ({len(transitions)})", ""] + ([] if transitions else ["None.", ""]), p)
     if transitions:
@@ -133,11 +149,20 @@ def render_into(page: Page, comparison: dict, heading_level: int = 2, base_prior
     if cases:
         rows = [
             f"| `{c['overload']}` | {_cell(c['profile'])} | {_case(c['from'])} | {_case(c['to'])} | "
-            f"{'regression' if c.get('regression') else ''} |"
+            f"{regression_text(c)} |"
             for c in cases
         ]
         page.add_table(f"{len(cases)} cases changed", ["| overload | profile | A | B | |", "|---|---|---|---|---|"],
                        rows, p + 4, "changed cases", folded=len(rows) > INLINE_MAX)
+
+
+def render_into(page: Page, comparison: dict, heading_level: int = 2, base_priority: int = 0) -> None:
+    """Add ``comparison`` (schema ``flagos-doctor/compare/1``) to ``page``."""
+    h = "#" * heading_level
+    page.add(_opening(comparison, h), base_priority)
+    _groups(page, comparison, h, base_priority)
+    _side_by_side(page, comparison, base_priority)
+    _lists(page, comparison, h, base_priority)
 
 
 @output.register(COMPARE_SCHEMA, "markdown")
