@@ -307,7 +307,8 @@ def suite(
         "Examples:\n\n"
         "  flagos-doctor matrix surveys/results/flag_gems-4.2.0-h200.json surveys/results/flag_gems-5.0.2-h200-harness1.json\n\n"
         "  flagos-doctor matrix flag_gems- --markdown support.md --csv support.csv   # every run filed under flag_gems-*\n\n"
-        "  flagos-doctor matrix 'stack=torch_fl,device=*MetaX*' --json matrix.json"
+        "  flagos-doctor matrix 'stack=torch_fl,device=*MetaX*' --json matrix.json\n\n"
+        "  flagos-doctor matrix surveys/results --html matrix.html   # a folder of results files, as one page"
     )
 )
 def matrix(

@@ -99,6 +99,15 @@ def test_the_page_of_the_committed_runs_is_one_small_file_that_asks_for_nothing(
     assert tags.count("script") == 2 and tags.count("style") == 1
 
 
+def test_the_docs_state_this_page_s_size_and_what_it_holds(page, runs):
+    with open(os.path.join(REPO_ROOT, "docs", "matrix.md"), encoding="utf-8") as handle:
+        text = " ".join(handle.read().split())
+    names = {name for document in runs for name in document["overloads"]}
+    cases = sum(len(entry.get("cases") or []) for document in runs for entry in document["overloads"].values())
+    assert (f"For the {len(runs)} committed runs ({len(names)} overloads, {cases:,} cases): the page is "
+            f"{os.path.getsize(page):,} bytes") in text
+
+
 def test_a_folder_without_results_files_is_refused_in_one_line(tmp_path):
     (tmp_path / "notes.txt").write_text("no results here")
     done = run_cli("matrix", str(tmp_path), "--html", str(tmp_path / "m.html"), cwd=str(tmp_path))

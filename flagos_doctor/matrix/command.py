@@ -1,7 +1,7 @@
 """``flagos-doctor matrix RESULTS...``: find the runs, build the matrix, write the views.
 
 Exit codes: 0 the matrix was written; 2 bad input (a RESULTS argument that finds nothing,
-an unreadable results file, two outputs on standard output).
+a folder without results files, an unreadable results file, two outputs on standard output).
 """
 
 from __future__ import annotations

@@ -161,4 +161,8 @@
   apply();
   document.getElementById("matrix-body").addEventListener("click", detail);
   document.documentElement.dataset.renderedMs = performance.now().toFixed(1);
+  // ... and once the first frame with the heat map laid out has been drawn.
+  requestAnimationFrame(function () {
+    setTimeout(function () { document.documentElement.dataset.paintedMs = performance.now().toFixed(1); }, 0);
+  });
 })();
