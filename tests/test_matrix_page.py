@@ -298,3 +298,18 @@ def test_hostile_names_and_causes_are_shown_as_text(tmp_path):
         options = browser.evaluate('[...document.getElementById("cause").options].map(o => o.textContent)')
         assert any("<img" in option for option in options)
         assert browser.evaluate("window.pwned === undefined") is True
+
+
+def test_a_secret_in_a_cause_stays_out_of_the_page(tmp_path):
+    # "<" and "&" would be \u escapes inside the page's JSON, where a scrub of the file's text
+    # alone could not see the secret: the document is scrubbed field by field first.
+    secret = "s3cr<et&Value-of-mine"
+    cases = [{"profile": "1d-f32", "status": "ERROR", "route": "kernel",
+              "detail": f"RuntimeError: login refused for token {secret}"}]
+    document = build_results({"stack": "demo"}, {"stack": "demo"}, ["abs"], {"abs": cases})
+    (tmp_path / "r.json").write_text(json.dumps(document))
+    done = run_cli("matrix", "r.json", "--html", "m.html", "-q", cwd=str(tmp_path), env={"MY_API_TOKEN": secret})
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "m.html").read_text()
+    assert "s3cr" not in text and "Value-of-mine" not in text
+    assert "login refused for token" in text  # the cause is there, the secret masked
