@@ -24,9 +24,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-
-from chromium import Chromium  # noqa: E402  (the tests' driver)
+TESTS = os.path.join(ROOT, "tests")  # where the tests' driver (chromium.py) lives
 
 #: When the first frame after the heat map was drawn (its layout and paint done).
 PAINTED = """new Promise(done => { const poll = () => { const v = document.documentElement.dataset.paintedMs;
@@ -34,6 +32,9 @@ PAINTED = """new Promise(done => { const poll = () => { const v = document.docum
 
 
 def main() -> int:
+    sys.path.insert(0, TESTS)
+    from chromium import Chromium
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs="*", default=["surveys/results"],
                         help="as matrix takes them, from the checkout's root (default: surveys/results)")

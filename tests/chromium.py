@@ -161,7 +161,7 @@ class Chromium:
             os.close(fd)
         shutil.rmtree(self.profile, ignore_errors=True)
 
-    def __enter__(self) -> "Chromium":
+    def __enter__(self) -> Chromium:
         return self
 
     def __exit__(self, *exc) -> None:

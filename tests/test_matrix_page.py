@@ -16,8 +16,8 @@ import os
 import shutil
 
 import pytest
-
 from conftest import REPO_ROOT, run_cli
+
 from flagos_doctor.results import groups
 from flagos_doctor.results.document import build as build_results
 
@@ -90,7 +90,8 @@ def test_the_page_of_the_committed_runs_is_one_small_file_that_asks_for_nothing(
     size = os.path.getsize(page)
     assert size <= 2_000_000, size
     parser = _Tags()
-    parser.feed(open(page, encoding="utf-8").read())
+    with open(page, encoding="utf-8") as handle:
+        parser.feed(handle.read())
     tags = [tag for tag, _attrs in parser.tags]
     policy = [a["content"] for tag, a in parser.tags if tag == "meta" and a.get("http-equiv") == "Content-Security-Policy"]
     assert policy and policy[0].startswith("default-src 'none';")
@@ -236,7 +237,7 @@ def test_only_rows_that_differ_across_runs(fresh, runs):
 def test_the_cause_filter_keeps_the_overloads_of_that_failure_group(fresh, runs):
     causes = fresh.evaluate('[...document.getElementById("cause").options].map(o => [o.value, o.textContent])')
     wanted = "ERROR: TypeError: function takes exactly N arguments (N given)"
-    value, text = next((v, t) for v, t in causes if t.startswith(wanted + " ("))
+    value = next(v for v, t in causes if t.startswith(wanted + " ("))
     members = {overload for d in runs for g in groups.failure_groups(d["overloads"])
                if (g["status"], g["signature"]) == ("ERROR", "TypeError: function takes exactly N arguments (N given)")
                for overload, _profile in g["members"]}
@@ -256,7 +257,7 @@ def test_no_request_leaves_the_page(fresh, page):
         document.addEventListener("securitypolicyviolation", e => done(e.violatedDirective + " " + e.blockedURI));
         const img = document.createElement("img"); img.src = "http://127.0.0.1:9/x.png"; document.body.appendChild(img);
     })""")
-    assert refused.startswith("img-src") or refused.startswith("default-src"), refused
+    assert refused.startswith(("img-src", "default-src")), refused
     # ... and the network watch sees such an attempt: the browser blocked it (by the policy).
     failed = fresh.wait_for("Network.loadingFailed", fresh.opened_at)["params"]
     assert failed.get("blockedReason") == "csp"

@@ -23,9 +23,9 @@ The embedded data (compact: 20 runs of about 40,000 cases in under 1 MB)::
               route, cause for each case]
 
 Default order: families by their most interesting row, then rows within a family: first
-those whose verdict differs across the runs that route them (PENDING aside: rank 0), then those that
-failed somewhere (FAILED or BASIC_ONLY, rank 1), then the rest (rank 2); by name within
-a rank.
+those whose verdict differs across the runs that route them (PENDING aside: rank 0), then
+those that failed somewhere (FAILED or BASIC_ONLY, rank 1), then the rest (rank 2); by
+name within a rank.
 """
 
 from __future__ import annotations
