@@ -310,22 +310,24 @@ def suite(
         "Examples:\n\n"
         "  flagos-doctor matrix surveys/results/flag_gems-4.2.0-h200.json surveys/results/flag_gems-5.0.2-h200-harness1.json\n\n"
         "  flagos-doctor matrix flag_gems- --markdown support.md --csv support.csv   # every run filed under flag_gems-*\n\n"
-        "  flagos-doctor matrix 'stack=torch_fl,device=*MetaX*' --json matrix.json"
+        "  flagos-doctor matrix 'stack=torch_fl,device=*MetaX*' --json matrix.json\n\n"
+        "  flagos-doctor matrix surveys/results --html matrix.html   # a folder of results files, as one page"
     )
 )
 def matrix(
-    results: List[str] = typer.Argument(..., metavar="RESULTS...", help="Results files, store key prefixes (a commit, flag_gems-5), or store queries FIELD=GLOB[,...] over key, stack, version, device, commit, fingerprint."),
+    results: List[str] = typer.Argument(..., metavar="RESULTS...", help="Results files, folders of results files, store key prefixes (a commit, flag_gems-5), or store queries FIELD=GLOB[,...] over key, stack, version, device, commit, fingerprint."),
     store: Optional[str] = typer.Option(None, "--store", metavar="DIR", help="Results store (default: $FLAGOS_DOCTOR_STORE or ~/.local/share/flagos-doctor/results)."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the matrix JSON."),
     csv_path: Optional[str] = typer.Option(None, "--csv", metavar="PATH|-", help="Write the matrix as CSV."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Write Markdown."),
+    html_path: Optional[str] = typer.Option(None, "--html", metavar="PATH|-", help="Write one self-contained HTML page: a heat map with filters, no network at view time."),
     max_chars: int = typer.Option(DEFAULT_MAX_CHARS, "--max-chars", metavar="N", callback=_max_chars, help=MAX_CHARS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
 ):
     """An operator-support table: a row per overload, a column per survey run."""
     options = opts.MatrixOptions(
         results=list(results), store=store, json_path=json_path, csv_path=csv_path,
-        markdown_path=markdown_path, max_chars=max_chars, quiet=quiet,
+        markdown_path=markdown_path, html_path=html_path, max_chars=max_chars, quiet=quiet,
     )
     with one_line_errors():
         from flagos_doctor.matrix import command

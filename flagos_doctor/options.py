@@ -124,6 +124,7 @@ class MatrixOptions:
     json_path: str | None = None
     csv_path: str | None = None
     markdown_path: str | None = None
+    html_path: str | None = None  # the self-contained HTML page (matrix/html.py)
     max_chars: int = DEFAULT_MAX_CHARS
     quiet: bool = False
 

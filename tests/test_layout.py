@@ -199,7 +199,7 @@ VIEWS = {
     "flagos-doctor/compare/1": ("json", "markdown", "terminal"),
     "flagos-doctor/attribution/1": ("json", "markdown", "terminal"),
     "flagos-doctor/suite-compare/1": ("json", "markdown", "terminal"),
-    "flagos-doctor/matrix/1": ("json", "markdown", "csv", "terminal"),
+    "flagos-doctor/matrix/1": ("json", "markdown", "csv", "html", "terminal"),
     "flagos-doctor/explain/1": ("json", "markdown", "terminal"),
 }
 

@@ -52,8 +52,9 @@ PINS = {
     "compare-5c9d6f4-ceb4821.md": "f8fb527a8ec2e645f7df255ba847dd66655d6aa990eb9cbc025ada2459b8b10c",
     "compare-5c9d6f4-ceb4821.stderr": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
     "compare-5c9d6f4-ceb4821.stdout": "ad27df30390dbb5d736d74f3d0e01e043ea6350d1570a3ec1a06e8839309df34",
-    "matrix.csv": "758fef29a8ceb05f296435eb346f10cfb7e6b43138131d1b1a6e3dd2ba102488",
-    "matrix.json": "1ae6e2a5ed04b8ac496573ca245b6ab5f39ad2abbc4f4ee97faeed9861f9415d",
+    "matrix.csv": "86e915a634c24671200ee120e0c4470a444a52b253ae10c79d90e7a879daa19d",
+    "matrix.html": "9fd8a7aca9659c64dff70e14fdd0a6d8f737fcec4969a6b18e918dace21fad3b",
+    "matrix.json": "86fae3855eb5a9ae4f6313a7a1f31d48b3f51a1e6352daf561f6e2095e6edbdb",
     "matrix.md": "4a921183342cd4b230cfb902e70ad443471020fe9a37315c96446a54c6319f94",
     "matrix.stdout": "eb0f575f3aca49725b2333f6197d9ccfe77dd39f8f36e9f5ff23b36a9318e0e9",
     "probe-torch_fl-ready.json": "d7943b3e99f153cfd2e519b7872e4f8f1220b90bccbd66ffa5edc16fd9d4718c",
@@ -139,9 +140,9 @@ def renderings(tmp_path_factory) -> dict:
          "--markdown", md, "--json", js, code=1, files={"md": md, "json": js})  # sum.IntList_out: ERROR -> WRONG
     _cli(found, "attribute", tmp, "survey", "--compare", TORCH_FL, GEMS_ON_TORCH_FL_ROUTES, "--attribute", "--force",
          "--markdown", md, "--json", js, code=1, files={"md": md, "json": js})
-    csv = str(tmp / "x.csv")
+    csv, page = str(tmp / "x.csv"), str(tmp / "x.html")
     _cli(found, "matrix", tmp, "matrix", FLAG_GEMS_4, FLAG_GEMS_5, "--markdown", md, "--json", js, "--csv", csv,
-         code=0, files={"md": md, "json": js, "csv": csv})
+         "--html", page, code=0, files={"md": md, "json": js, "csv": csv, "html": page})
     (tmp / "a.xml").write_text(JUNIT_A)
     (tmp / "b.xml").write_text(JUNIT_B)
     # Relative names: the terminal view aligns its columns to the arms' paths.

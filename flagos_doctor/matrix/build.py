@@ -7,10 +7,17 @@
               one per run; ``differences`` are the comparability fields (route set,
               harness, profiles, tolerances, device type, stack) in which the run
               differs from the first column, and ``note`` says so in words
+              plus what the HTML page's headers show: ``flag_gems`` (its version),
+              ``date`` (when the survey started) and ``census_sha256``
     verdicts  the verdicts met, in the survey's order, unknown ones after
-    rows      [{overload, family, cells: [{verdict, marks, statuses} | null]}]
+    rows      [{overload, family, cells: [{verdict, marks, statuses, cases} | null]}]
               one per overload of any run, sorted; a cell is null where that run has
-              no such overload; ``statuses`` counts its cases by status
+              no such overload (it is not routed there); ``statuses`` counts its cases
+              by status; ``cases`` [{profile, status, route, cause}] each case as
+              recorded, ``cause`` an index into ``causes`` (null for a PASS)
+    causes    [{status, signature, counted, cases: [n per column]}] the runs' failure
+              groups (:mod:`flagos_doctor.results.groups`: one per status and normalised
+              cause), largest first; ``counted``: the verdicts count it as a failure
     totals    [{overloads, verdicts: {verdict: n}, marks: {mark: n}}] one per column
     marks     {mark: meaning} for the marks that occur
 
@@ -29,7 +36,8 @@ from __future__ import annotations
 import os
 
 from flagos_doctor.results.comparable import differences, lookup
-from flagos_doctor.results.model import VERDICTS
+from flagos_doctor.results.groups import NOT_FAILURES, signature
+from flagos_doctor.results.model import VERDICTS, family
 from flagos_doctor.results.verdicts import is_native_also
 
 MATRIX_SCHEMA = "flagos-doctor/matrix/1"
@@ -43,18 +51,38 @@ MARKS = {
 _SPEC_SHA = (("provenance", "spec_sha256"), ("provenance", "spec", "sha256"), ("comparable", "spec_sha256"))
 
 
-def family(overload: str) -> str:
-    """The op family of an overload: its name without the overload suffix and without
-    leading and trailing underscores (``add_.Tensor``, ``add.out`` and ``__iadd__`` are
-    ``add`` and ``iadd``)."""
-    base = overload.split(".", 1)[0].strip("_")
-    return base or overload
+class Causes:
+    """The runs' failure groups, numbered as the cells' cases meet them: ``(status,
+    signature)`` -> its index and its count of cases in each column."""
+
+    def __init__(self, columns: int):
+        self.columns = columns
+        self.found: dict = {}
+
+    def index(self, case: dict, column: int) -> int | None:
+        cause = signature(case)
+        if cause is None:
+            return None
+        key = (str(case.get("status")), cause)
+        group = self.found.get(key)
+        if group is None:
+            group = self.found[key] = {"index": len(self.found), "cases": [0] * self.columns}
+        group["cases"][column] += 1
+        return group["index"]
+
+    def listed(self) -> tuple[list[dict], dict]:
+        """The groups largest first, and each one's old index -> its place in that list."""
+        order = sorted(self.found.items(), key=lambda kv: (-sum(kv[1]["cases"]), kv[0]))
+        groups = [{"status": status, "signature": cause, "counted": status not in NOT_FAILURES, "cases": g["cases"]}
+                  for (status, cause), g in order]
+        return groups, {g["index"]: place for place, (_key, g) in enumerate(order)}
 
 
-def cell(entry: dict) -> dict:
-    """The matrix cell of one overload's results entry."""
+def cell(entry: dict, causes: Causes | None = None, column: int = 0) -> dict:
+    """The matrix cell of one overload's results entry; its cases' causes numbered by ``causes``."""
     statuses: dict = {}
     marks = []
+    cases = []
     for case in entry.get("cases") or []:
         status = case.get("status")
         statuses[str(status)] = statuses.get(str(status), 0) + 1
@@ -65,7 +93,10 @@ def cell(entry: dict) -> dict:
                 marks.append(NATIVE_ALSO)
         if status == "FLAKY" and FLAKY not in marks:
             marks.append(FLAKY)
-    return {"verdict": entry.get("verdict"), "marks": [m for m in MARKS if m in marks], "statuses": statuses}
+        cases.append({"profile": case.get("profile"), "status": status, "route": case.get("route"),
+                      "cause": causes.index(case, column) if causes is not None else None})
+    return {"verdict": entry.get("verdict"), "marks": [m for m in MARKS if m in marks], "statuses": statuses,
+            "cases": cases}
 
 
 def label(facts: dict) -> str:
@@ -95,33 +126,43 @@ def _name_of(run: dict) -> str:
     return os.path.basename(run.get("path") or run.get("ref") or "") or "?"
 
 
-def build(runs: list[dict]) -> dict:
-    """The matrix of ``runs``: ``[{document, facts, ref, path, source, store_key, fingerprint}]``
-    (``facts``: stack, version, device, device_type, commit, store_key)."""
-    columns = []
+def _column(run: dict, first: dict, index: int, text: str) -> dict:
+    document, facts = run["document"], run["facts"]
+    diffs = differences(first, document) if index else []
+    return {
+        **facts, "label": text, "ref": run.get("ref"), "path": run.get("path"), "source": run.get("source"),
+        "fingerprint": run.get("fingerprint"), "spec_sha256": lookup(document, _SPEC_SHA),
+        "census_sha256": document.get("census_sha256"),
+        "complete": document.get("complete"), "differences": diffs, "note": _note(diffs, document),
+    }
+
+
+def _columns(runs: list[dict]) -> list[dict]:
     first = runs[0]["document"] if runs else {}
     # Runs that share a label (the same stack, version and device) are told apart by what
     # names them: the file, else the store entry (a CSV column "#2" said nothing).
     labels = [label(run["facts"]) for run in runs]
     shared = {text for text in labels if labels.count(text) > 1}
     seen_labels: dict = {}
+    columns = []
     for index, run in enumerate(runs):
-        document, facts = run["document"], run["facts"]
-        diffs = differences(first, document) if index else []
         text = labels[index]
         if text in shared:
             text += f" ({_name_of(run)})"
         seen_labels[text] = seen_labels.get(text, 0) + 1
         if seen_labels[text] > 1:
             text += f" #{seen_labels[text]}"
-        columns.append({
-            **facts, "label": text, "ref": run.get("ref"), "path": run.get("path"), "source": run.get("source"),
-            "fingerprint": run.get("fingerprint"), "spec_sha256": lookup(document, _SPEC_SHA),
-            "complete": document.get("complete"), "differences": diffs, "note": _note(diffs, document),
-        })
+        columns.append(_column(run, first, index, text))
+    return columns
+
+
+def build(runs: list[dict]) -> dict:
+    """The matrix of ``runs``: ``[{document, facts, ref, path, source, store_key, fingerprint}]``
+    (``facts``: stack, version, flag_gems, device, device_type, commit, store_key, date)."""
     names = sorted({name for run in runs for name in (run["document"].get("overloads") or {})})
     rows = []
     totals = [{"overloads": 0, "verdicts": {}, "marks": {}} for _ in runs]
+    causes = Causes(len(runs))
     met = set()
     for name in names:
         cells = []
@@ -130,7 +171,7 @@ def build(runs: list[dict]) -> dict:
             if entry is None:
                 cells.append(None)
                 continue
-            value = cell(entry)
+            value = cell(entry, causes, index)
             cells.append(value)
             total = totals[index]
             total["overloads"] += 1
@@ -140,13 +181,20 @@ def build(runs: list[dict]) -> dict:
             for mark in value["marks"]:
                 total["marks"][mark] = total["marks"].get(mark, 0) + 1
         rows.append({"overload": name, "family": family(name), "cells": cells})
+    groups, place = causes.listed()
+    for row in rows:  # the causes' numbers as listed, largest first
+        for value in row["cells"]:
+            for case in (value or {}).get("cases") or ():
+                if case["cause"] is not None:
+                    case["cause"] = place[case["cause"]]
     order = [v for v in VERDICTS if v in met] + sorted(met - set(VERDICTS))
     used = {mark for total in totals for mark in total["marks"]}
     return {
         "schema": MATRIX_SCHEMA,
-        "columns": columns,
+        "columns": _columns(runs),
         "verdicts": order,
         "rows": rows,
+        "causes": groups,
         "totals": totals,
         "marks": {mark: meaning for mark, meaning in MARKS.items() if mark in used},
     }

@@ -1,14 +1,14 @@
 """``flagos-doctor matrix RESULTS...``: find the runs, build the matrix, write the views.
 
 Exit codes: 0 the matrix was written; 2 bad input (a RESULTS argument that finds nothing,
-an unreadable results file, two outputs on standard output).
+a folder without results files, an unreadable results file, two outputs on standard output).
 """
 
 from __future__ import annotations
 
 from flagos_doctor import checks, output
 from flagos_doctor.errors import BadInput
-from flagos_doctor.matrix import build, csv_format, markdown, sources, terminal  # noqa: F401  (views register)
+from flagos_doctor.matrix import build, csv_format, html, markdown, sources, terminal  # noqa: F401  (views register)
 from flagos_doctor.options import MatrixOptions
 from flagos_doctor.store import Store
 
@@ -16,11 +16,12 @@ from flagos_doctor.store import Store
 def run(options: MatrixOptions) -> int:
     if not options.results:
         raise BadInput("name at least one run: a results file, a store key prefix or a store query (key=*)")
-    outputs = [p for p in (options.json_path, options.csv_path, options.markdown_path) if p]
-    if outputs.count("-") > 1:
-        raise BadInput("only one of --json, --csv and --markdown can write to standard output (-)")
-    for path, option in ((options.json_path, "--json"), (options.csv_path, "--csv"), (options.markdown_path, "--markdown")):
-        checks.writable_file(path, option)  # before any run is read
+    to = {"json": options.json_path, "csv": options.csv_path, "markdown": options.markdown_path,
+          "html": options.html_path}
+    if list(to.values()).count("-") > 1:
+        raise BadInput("only one of --json, --csv, --markdown and --html can write to standard output (-)")
+    for format, path in to.items():
+        checks.writable_file(path, f"--{format}")  # before any run is read
     runs = sources.find(list(options.results), Store(options.store))
     matrix = build.build([
         {"document": r.document, "facts": sources.describe(r.document), "ref": r.ref, "path": r.path,
@@ -31,7 +32,7 @@ def run(options: MatrixOptions) -> int:
     record = options.json_path if options.json_path and options.json_path != "-" else options.csv_path
     output.emit(
         output.as_written(matrix),
-        {"json": options.json_path, "csv": options.csv_path, "markdown": options.markdown_path},
+        to,
         terminal=None if options.quiet else output.STDOUT,
         options={"markdown": output.page(options.max_chars, record if record != "-" else None,
                                          "the matrix JSON or CSV (the same command with `--json PATH` or `--csv PATH`)")},

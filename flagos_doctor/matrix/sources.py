@@ -3,6 +3,8 @@
 A RESULTS argument is, in this order:
 
 * a path to a survey results file;
+* a folder: every ``*.json`` file directly in it, by name, each a survey results file
+  (``matrix surveys/results``);
 * a store query, ``FIELD=GLOB[,FIELD=GLOB...]``, matched (``fnmatch``) against every
   survey run in the store; fields: ``key`` (the store key: torch_fl commit or
   ``<stack>-<version>``), ``stack``, ``version``, ``device`` (name or type), ``commit``,
@@ -37,8 +39,15 @@ class Run:
     fingerprint: str | None = None
 
 
+def _version(value) -> str | None:
+    """A version as the provenance records it: a string, or what was loaded (``{"version", ...}``)."""
+    value = value.get("version") if isinstance(value, dict) else value
+    return value if isinstance(value, str) else None
+
+
 def describe(document: dict) -> dict:
-    """Stack, version, device and commit of a results document (None where unknown)."""
+    """Stack, version, flag_gems version, device, commit and date of a results document
+    (None where unknown)."""
     provenance = document.get("provenance") or {}
     comparable = document.get("comparable") or {}
     torch_fl = provenance.get("torch_fl") if isinstance(provenance.get("torch_fl"), dict) else {}
@@ -55,10 +64,12 @@ def describe(document: dict) -> dict:
     return {
         "stack": stack,
         "version": version,
+        "flag_gems": _version(provenance.get("flag_gems")) or _version(versions.get("flag_gems")),
         "device": device.get("name") or device.get("type") or comparable.get("device_type"),
         "device_type": device.get("type") or comparable.get("device_type"),
         "commit": torch_fl.get("commit"),
         "store_key": store_key,
+        "date": provenance.get("started") or provenance.get("ended"),
     }
 
 
@@ -91,6 +102,37 @@ def _from_store(store: Store, ref: str, entries: list[Entry]) -> list[Run]:
                 fingerprint=e.fingerprint) for e in entries]
 
 
+def _from_folder(ref: str) -> list[Run]:
+    names = sorted(name for name in os.listdir(ref) if name.endswith(".json"))
+    paths = [os.path.join(ref, name) for name in names]
+    paths = [path for path in paths if os.path.isfile(path)]
+    if not paths:
+        raise BadInput("a folder without results files (*.json)", ref)
+    return [Run(ref=ref, path=path, source="file", document=load_results(path)) for path in paths]
+
+
+def _found(ref: str, store: Store) -> list[Run]:
+    """The runs one RESULTS argument other than a folder names."""
+    files.refuse_special(ref)  # a FIFO or a device is called what it is, never looked up as a key
+    if os.path.isfile(ref):
+        return [Run(ref=ref, path=ref, source="file", document=load_results(ref))]
+    if "=" in ref:
+        terms = _parse_query(ref)
+        found = []
+        for entry in store.entries(SURVEY_KIND):
+            document = load_results(entry.path)
+            if _matches(terms, entry, describe(document)):
+                found.append(Run(ref=ref, path=entry.path, source="store", document=document,
+                                 store_key=entry.key, fingerprint=entry.fingerprint))
+        if not found:
+            raise BadInput(f"no survey run in the store {store.root} matches the query", ref)
+        return found
+    entries = [e for e in store.entries(SURVEY_KIND) if e.key.startswith(ref)]
+    if not entries:
+        raise BadInput(f"no results file and no survey run filed under {ref!r} in the store {store.root}", ref)
+    return _from_store(store, ref, entries)
+
+
 def find(refs: list[str], store: Store) -> list[Run]:
     """Every run the RESULTS arguments name, in argument order, each path once.
 
@@ -99,25 +141,7 @@ def find(refs: list[str], store: Store) -> list[Run]:
     runs: list[Run] = []
     seen: set[str] = set()
     for ref in refs:
-        files.refuse_special(ref)
-        if os.path.isfile(ref):
-            found = [Run(ref=ref, path=ref, source="file", document=load_results(ref))]
-        elif "=" in ref:
-            terms = _parse_query(ref)
-            found = []
-            for entry in store.entries(SURVEY_KIND):
-                document = load_results(entry.path)
-                if _matches(terms, entry, describe(document)):
-                    found.append(Run(ref=ref, path=entry.path, source="store", document=document,
-                                     store_key=entry.key, fingerprint=entry.fingerprint))
-            if not found:
-                raise BadInput(f"no survey run in the store {store.root} matches the query", ref)
-        else:
-            entries = [e for e in store.entries(SURVEY_KIND) if e.key.startswith(ref)]
-            if not entries:
-                raise BadInput(f"no results file and no survey run filed under {ref!r} in the store {store.root}", ref)
-            found = _from_store(store, ref, entries)
-        for run in found:
+        for run in _from_folder(ref) if os.path.isdir(ref) else _found(ref, store):
             real = os.path.realpath(run.path)
             if real not in seen:
                 seen.add(real)

@@ -58,6 +58,13 @@ ROUTE_FALLBACK = "cpu_fallback"  # the stack fell back to CPU for this overload
 ROUTE_UNKNOWN = "unknown"  # the stack gives no evidence
 ROUTE_NONE = "-"  # nothing ran on the device (INVALID_CASE, NO_SCHEMA, ...)
 
+
+def family(overload: str) -> str:
+    """The family of an overload: its name before the first ``.`` (``mm.out`` -> ``mm``).
+    The survey schedules a family's cases apart (they share kernels and autotuning keys);
+    the matrix groups its rows by it."""
+    return overload.split(".", 1)[0]
+
 #: What GetFunc's last lookup raises, as a case's detail writes it: a
 #: MISSING_FUNCTION case (``ExcType: first line``; torch_fl's binding lookup,
 #: :mod:`flagos_doctor.stacks.torch_fl_bindings`).

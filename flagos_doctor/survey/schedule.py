@@ -42,20 +42,17 @@ holding whole cases apart held back cases that shared nothing. On a cold H200 th
 ``mm [1d-f32]``'s 115 s after ``mm [2d-f32]``'s 128 s on one path (276 s in all).
 
 The order changes when a case runs, never what it does: the census is the same in any
-order. Standard library only (the parent uses it).
+order. Standard library and the results model only (the parent uses it).
 """
 
 from __future__ import annotations
 
 import threading
 
+from flagos_doctor.results.model import family
+
 #: A task for every profile (profiles None) stands for each of them.
 _ALL = None
-
-
-def family(name: str) -> str:
-    """The packet of an overload: its name before the first ``.`` (``mm.out`` -> ``mm``)."""
-    return name.split(".", 1)[0]
 
 
 class _Entry:
