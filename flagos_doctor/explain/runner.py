@@ -23,7 +23,7 @@ import time
 
 from flagos_doctor import childproc, redact, stacks
 from flagos_doctor.errors import BadInput
-from flagos_doctor.explain import CONFIG_VAR, SCHEMA, analysis
+from flagos_doctor.explain import CONFIG_VAR, SCHEMA, analysis, validate
 from flagos_doctor.options import ExplainOptions, ProbeOptions
 from flagos_doctor.probe import findings, watch
 from flagos_doctor.probe import runner as probe_runner
@@ -63,6 +63,17 @@ def resolve_command(command: list[str], python: str) -> list[str]:
     return [first, *rest]
 
 
+def check_stack(stack: str | None, python: str, argv: list[str]) -> None:
+    """Refuse ``--stack`` as probe does (:func:`flagos_doctor.stacks.check`), looking where the
+    program will: its script's folder too (``sys.path[0]``)."""
+    env = dict(os.environ)
+    script = next((a for a in argv[1:2] if a.endswith(".py") and os.path.isfile(a)), None)
+    if script:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(os.path.abspath(script)),
+                                                        env.get("PYTHONPATH")) if p)
+    stacks.check(stack, python, env)
+
+
 def is_pytest(argv: list[str]) -> bool:
     """``python -m pytest``, or pytest's console script."""
     if any(argv[i] == "-m" and argv[i + 1] in ("pytest", "py.test") for i in range(len(argv) - 1)):
@@ -91,38 +102,92 @@ def program_env(config: dict, hook_folder: str, pytest: bool) -> dict[str, str]:
     return env
 
 
-def run_program(argv: list[str], env: dict[str, str]) -> tuple[int, float]:
-    """Run ``argv`` in the foreground; return (its return code, seconds).
+#: Signals to explain that are the program's: passed on to it and its subprocesses.
+FORWARDED = (signal.SIGINT, signal.SIGTERM)
+#: ``si_code`` of a signal the kernel sent (Ctrl-C at the terminal: the program got it too).
+SI_KERNEL = 0x80
 
-    Ctrl-C reaches the program (same process group) and is the program's to handle: the
-    parent only waits, and then still reports what was recorded."""
+
+def run_program(argv: list[str], env: dict[str, str]) -> tuple[int, float, dict | None]:
+    """Run ``argv`` in the foreground; return (its return code, seconds, the interruption).
+
+    SIGINT and SIGTERM sent to explain (``kill``) are passed on to the program and its
+    subprocesses, and explain waits for it; Ctrl-C at the terminal already reached the
+    program (same process group) and is not sent twice. Either way the interruption is
+    returned (``{"signal", "from", "forwarded_to"}``) so the document says so."""
     started = time.monotonic()
+    waited = (*FORWARDED, signal.SIGCHLD)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
+    interrupted = None
     try:
-        proc = subprocess.Popen(argv, env=env)
-    except OSError as exc:
-        raise BadInput(f"cannot start {argv[0]}: {exc.strerror or exc}", "CMD")
-    previous = signal.signal(signal.SIGINT, lambda *_: None)
-    try:
-        while True:
-            try:
-                returncode = proc.wait()
-                break
-            except InterruptedError:
+        try:
+            proc = subprocess.Popen(argv, env=env, preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, mask))
+        except OSError as exc:
+            raise BadInput(f"cannot start {argv[0]}: {exc.strerror or exc}", "CMD")
+        while (returncode := proc.poll()) is None:
+            info = signal.sigtimedwait(waited, 1.0)
+            if info is None or info.si_signo == signal.SIGCHLD:
                 continue
+            from_terminal = info.si_code == SI_KERNEL
+            forwarded = 0 if from_terminal else forward(proc.pid, info.si_signo)
+            interrupted = interrupted or {"signal": signal.Signals(info.si_signo).name,
+                                          "from": "the terminal" if from_terminal else f"pid {info.si_pid}",
+                                          "forwarded_to": forwarded}
     finally:
-        signal.signal(signal.SIGINT, previous)
-    return returncode, time.monotonic() - started
+        while signal.sigtimedwait(waited, 0) is not None:
+            pass  # what arrived as the program ended was the program's too
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return returncode, time.monotonic() - started, interrupted
+
+
+def forward(pid: int, signo: int) -> int:
+    """Send ``signo`` to ``pid`` and every process under it; return how many got it."""
+    sent = 0
+    for target in process_tree(pid):
+        try:
+            os.kill(target, signo)
+            sent += 1
+        except OSError:
+            pass  # it ended meanwhile
+    return sent
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (from ``/proc``; where there is none, ``pid`` alone)."""
+    parents: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return [pid]
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        parents.setdefault(ppid, []).append(int(entry))
+    tree, frontier = [pid], [pid]
+    while frontier:
+        children = [c for p in frontier for c in parents.get(p, [])]
+        tree += children
+        frontier = children
+    return tree
 
 
 def read_records(path: str) -> list[dict]:
-    """The side channel's records; a line torn by a dying program is skipped."""
+    """The side channel's records; a line torn by a dying program is skipped; a record of
+    another shape is BadInput naming its line (:func:`.validate.record`)."""
     records = []
     with open(path, "rb") as handle:
-        for line in handle:
+        for number, line in enumerate(handle, start=1):
             try:
-                records.append(json.loads(line))
-            except ValueError:
+                value = json.loads(line)
+            except (ValueError, RecursionError):
                 continue
+            records.append(validate.record(value, f"explain's side-channel file, line {number}"))
     return records
 
 
@@ -132,6 +197,7 @@ def run_explain(options: ExplainOptions) -> dict:
     Raises BadInput for unusable options or a command that cannot be started."""
     argv = resolve_command(options.command, options.python)
     pytest = is_pytest(argv)
+    check_stack(options.stack, options.python, argv)
     with tempfile.TemporaryDirectory(prefix="flagos-doctor-explain-") as scratch:
         hook_folder = os.path.join(scratch, "hook")
         os.mkdir(hook_folder)
@@ -140,11 +206,25 @@ def run_explain(options: ExplainOptions) -> dict:
         channel_path = os.path.join(scratch, "records.jsonl")
         open(channel_path, "wb").close()
         config = child_config(options, channel_path)
-        returncode, seconds = run_program(argv, program_env(config, hook_folder, pytest))
+        returncode, seconds, interrupted = run_program(argv, program_env(config, hook_folder, pytest))
         records = read_records(channel_path)
     document = build_document(records, options, config, argv, pytest, returncode, seconds)
+    if interrupted:
+        document["program"]["interrupted"] = interrupted
+        document["notices"].insert(0, interrupted_notice(interrupted))
     # Watched variables are recorded with their values: never let a secret through.
     return redact.scrub(document, redact.secret_values(os.environ))
+
+
+def interrupted_notice(interrupted: dict) -> str:
+    """``explain was interrupted by SIGTERM (from pid 412): passed on to the program and 2 ...``."""
+    if interrupted["from"] == "the terminal":
+        passed = "the program got it from the terminal too"
+    else:
+        others = interrupted["forwarded_to"] - 1
+        passed = "passed on to the program" + (f" and {others} of its subprocesses" if others > 0 else "")
+    return (f"explain was interrupted by {interrupted['signal']} (from {interrupted['from']}): {passed}; "
+            "below is what the program did until it ended")
 
 
 def build_document(records: list[dict], options: ExplainOptions, config: dict, argv: list[str], pytest: bool,

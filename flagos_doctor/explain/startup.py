@@ -45,7 +45,9 @@ class Watch:
 
         self.config = config
         fd = os.open(config["channel"], os.O_WRONLY | os.O_APPEND)
-        self.channel = ChildChannel(None, fd)
+        # A file, not a pipe: left behind by a SIGKILL, so it never holds a raw secret (records
+        # are scrubbed here; the values are not announced: the parent knows its own).
+        self.channel = ChildChannel(None, fd, announce_secrets=False)
         probes = list(dict.fromkeys(watch.DEFAULT_PROBES + config.get("probes", [])))
         env = list(dict.fromkeys(watch.DEFAULT_ENV + config.get("env", [])))
         self.tracer = tracing.Tracer(self.channel.emit, probes, env)

@@ -67,9 +67,9 @@ def explain_piece_or_raise(path: str) -> dict:
     """An ``explain --json`` document (schema ``flagos-doctor/explain/*``) without its event
     stream (kept as a count); BadInput naming the file when it cannot be read."""
     from flagos_doctor import files
-    from flagos_doctor.explain import SCHEMA
+    from flagos_doctor.explain import SCHEMA, validate
 
-    document = files.load_json(path, SCHEMA.rsplit("/", 1)[0] + "/")
+    document = validate.document(files.load_json(path, SCHEMA.rsplit("/", 1)[0] + "/"), SCHEMA, path)
     piece = {k: v for k, v in document.items() if k != "events"}
     piece["event_count"] = len(document.get("events") or [])
     piece["path"] = path

@@ -8,6 +8,7 @@ in nor importable and a ``--survey``/``--compare`` file that is no survey result
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 from flagos_doctor import checks, output, stacks
@@ -18,11 +19,13 @@ from flagos_doctor.report import markdown  # noqa: F401  (registers the report's
 
 def run(options: ReportOptions) -> int:
     checks.interpreter(options.python, "--python")
-    stacks.check(options.stack, options.python)
     checks.writable_file(options.json_path, "--json")
     checks.writable_file(options.markdown_path, "--markdown")
     if options.explain:  # a file the user named must be readable before the probe's minute starts
-        bundle_mod.explain_piece_or_raise(options.explain)
+        named = bundle_mod.explain_piece_or_raise(options.explain).get("stack")
+        if options.stack is None and named:  # the stack the program ran on is the one to probe
+            options = dataclasses.replace(options, stack=named)
+    stacks.check(options.stack, options.python)
 
     def progress(step: str) -> None:
         print(f"flagos-doctor: report: {step}...", file=sys.stderr, flush=True)
