@@ -387,7 +387,8 @@ def _render(survey: Survey) -> int:
     options, output_path = survey.options, survey.journal.output
     if not options.quiet and not survey.tasks and not survey.this_run.get("confirm", {}).get("ran"):
         output_console(stderr=True).print(
-            f"complete: {len(survey.selected)} overloads from {output_path}, nothing run; --rerun to run them again")
+            f"complete: {len(survey.selected)} overloads from {output_path}, nothing run; --rerun to run them again",
+            markup=False)
     # The results file holds the survey by now: a store or a copy that cannot be written
     # (a full disk) is one line after the summary, and nothing is lost.
     unwritten = survey.unwritten
@@ -398,7 +399,8 @@ def _render(survey: Survey) -> int:
     except BadInput as exc:
         unwritten = unwritten or exc
     if not options.quiet and survey.provenance.get("store_path"):
-        output_console(stderr=options.json_path == "-").print(f"filed in the store: {survey.provenance['store_path']}")
+        output_console(stderr=options.json_path == "-").print(f"filed in the store: {survey.provenance['store_path']}",
+                                                                   markup=False)
     if survey.interrupted:
         raise KeyboardInterrupt
     if unwritten is not None:
@@ -460,7 +462,7 @@ def _already_complete(survey: Survey) -> int:
             markup=False)
     output.emit(doc, {"census": options.census_path, "json": options.json_path},
                 terminal=None if options.quiet else output.STDOUT_ELSE_STDERR,
-                options={output.TERMINAL: {"output": journal.output}})
+                options={output.TERMINAL: {"output": journal.output, "ran": False}})
     return _exit_code(options, doc, survey.selected)
 
 
