@@ -65,8 +65,9 @@ def _validate(options: SurveyOptions) -> None:
     if options.baseline not in BASELINES:
         raise BadInput(f"--baseline must be one of {', '.join(BASELINES)}, not {options.baseline!r}")
     checks.repeats(options.repeats)
-    checks.interpreter(options.python, "--python")
-    stacks.check(options.stack, options.python)
+    asked = min(options.start_timeout, 60.0)  # a hanging --python is refused within --start-timeout
+    checks.interpreter(options.python, "--python", asked)
+    stacks.check(options.stack, options.python, timeout=asked)
     if options.hints is not None and not options.hints:
         raise BadInput("--hints needs a survey results file")
     # Every place the survey will write, tried now: not after an hour of cases.
@@ -133,7 +134,7 @@ def _stack_failed(exc: pool_module.StackFailed, stack: str):
     if exc.missing:
         raise stacks.not_importable(stack)
     if exc.bad_input:
-        raise BadInput(exc.bad_input, "--device")
+        raise BadInput(exc.bad_input, exc.where)
     raise SurveyFailed(str(exc))
 
 
