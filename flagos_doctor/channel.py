@@ -89,15 +89,30 @@ class ChildChannel:
         return opened
 
     def emit(self, record: dict) -> None:
-        environ = dict(os.environ)
-        if environ != self._environ:  # the secrets found again only when the environment changed
-            self._environ, self._secrets = environ, redact.secret_values(environ)
+        self._learn_secrets()
         secrets = self._secrets
         new = [value for value in secrets if value not in self._announced] if self._announce_secrets else []
         if new:
             self._announced.update(new)
             self._write({"record": SECRETS_RECORD, "values": new})
         self._write(redact.scrub(record, secrets))
+
+    def _learn_secrets(self) -> None:
+        """The environment's secret values, learnt again only from the entries that changed
+        (a program that sets 8,000 variables made every record rescan all of them: minutes);
+        a value once secret stays hidden."""
+        raw = getattr(os.environ, "_data", None)  # the bytes behind os.environ: compared in C
+        if raw is None:
+            raw = dict(os.environ)
+        if raw == self._environ:
+            return
+        fresh = raw.items() - self._environ.items() if self._environ is not None else raw.items()
+        self._environ = dict(raw)
+        decoded = {os.fsdecode(k) if isinstance(k, bytes) else k: os.fsdecode(v) if isinstance(v, bytes) else v
+                   for k, v in fresh}
+        new = redact.secret_values(decoded)
+        if new:
+            self._secrets = sorted({*self._secrets, *new}, key=len, reverse=True)
 
     def _write(self, record: dict) -> None:
         if self._nonce is not None:

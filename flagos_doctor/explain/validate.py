@@ -45,6 +45,8 @@ RECORD_FIELDS = {
     "failure": {"kind": ("exception", "test"), "error": _TEXT, "type": _TEXT, "traceback": list},
     "test": {"nodeid": str, "when": str, "outcome": str},
     "final": {},
+    "dropped": {"events": dict},
+    "lost": {"records": int},
     "done": {},
 }
 
