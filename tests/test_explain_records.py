@@ -35,7 +35,7 @@ def assert_one_line(done, *words):
 def test_a_malformed_side_channel_record_is_one_line_and_exit_2(tmp_path, line, says):
     done = run_cli("explain", "--json", str(tmp_path / "why.json"), "--",
                    "python", os.path.join(EXPLAIN, "forges_a_record.py"), line, cwd=str(tmp_path))
-    assert_one_line(done, "explain's side-channel file, line", says)
+    assert_one_line(done, "explain's side-channel file ", ".jsonl, line ", says)
     assert not (tmp_path / "why.json").exists()
 
 
