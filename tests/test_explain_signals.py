@@ -109,3 +109,48 @@ def test_sigkill_leaves_a_scratch_folder_without_a_raw_secret(tmp_path):
             except ProcessLookupError:
                 pass
         proc.communicate(timeout=60)
+
+
+def test_ctrl_c_at_the_terminal_reaches_the_program_once_and_explain_says_so(tmp_path):
+    """A real terminal (a pty whose foreground group is explain's): Ctrl-C goes to explain and
+    the program alike; explain passes nothing on (the program got it), waits, exits 130."""
+    import fcntl
+    import pty
+    import termios
+
+    leader, follower = pty.openpty()
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def own_terminal():
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    env = dict(os.environ, TMPDIR=str(tmpdir), MY_API_TOKEN=SECRET,
+               PYTHONPATH=checkout_first(os.environ.get("PYTHONPATH")))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flagos_doctor", "explain", "--json", str(tmp_path / "why.json"), "--",
+         "python", PROGRAM, str(work)],
+        env=env, stdin=follower, stdout=follower, stderr=follower, preexec_fn=own_terminal)
+    os.close(follower)
+    try:
+        for _ in range(1200):  # the program's start: it writes `ready` when waiting
+            if (work / "ready").exists() or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert (work / "ready").exists()
+        os.write(leader, b"\x03")  # Ctrl-C, as the terminal's line discipline sends it
+        while proc.poll() is None:  # (its output is read so that it never blocks on a full pty)
+            try:
+                os.read(leader, 65536)
+            except OSError:
+                break
+        proc.wait(timeout=300)
+    finally:
+        os.close(leader)
+    assert proc.returncode == 130
+    assert (work / "program-got-SIGINT").exists() and (work / "subprocess-got-SIGINT").exists()
+    interrupted = json.loads((tmp_path / "why.json").read_text())["program"]["interrupted"]
+    assert interrupted == {"signal": "SIGINT", "from": "the terminal", "forwarded_to": 0}
