@@ -14,7 +14,7 @@ import termios
 
 import pytest
 
-from conftest import checkout_first, run_cli
+from conftest import REPO_ROOT, checkout_first, run_cli
 
 
 @pytest.mark.parametrize("option", [["--force"], ["--fail-on", "any"], ["--markdown", "x.md"], ["--max-chars", "9000"],
@@ -64,3 +64,17 @@ def test_help_piped_takes_the_terminals_width_else_100_columns():
     finally:
         os.close(leader)
         os.close(follower)
+
+
+def test_compare_attribute_labels_with_markup_are_text(tmp_path):
+    from test_render_pins import GEMS_ON_TORCH_FL_ROUTES, TORCH_FL
+
+    import shutil
+
+    (tmp_path / "a[").mkdir()
+    shutil.copy(os.path.join(REPO_ROOT, TORCH_FL), tmp_path / "a[" / "b].json")
+    done = run_cli("survey", "--compare", "a[/b].json", os.path.join(REPO_ROOT, GEMS_ON_TORCH_FL_ROUTES),
+                   "--attribute", "--force",
+                   cwd=str(tmp_path))
+    assert done.returncode in (0, 1), done.stderr  # a verdict, not Rich's MarkupError (exit 3)
+    assert "a[/b].json" in done.stdout + done.stderr
