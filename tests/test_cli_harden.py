@@ -66,7 +66,8 @@ def test_help_piped_takes_the_terminals_width_else_100_columns():
         os.close(follower)
 
 
-def test_compare_attribute_labels_with_markup_are_text(tmp_path):
+@pytest.mark.parametrize("attribute", [[], ["--attribute"]])
+def test_compare_labels_with_markup_are_text(tmp_path, attribute):
     from test_render_pins import GEMS_ON_TORCH_FL_ROUTES, TORCH_FL
 
     import shutil
@@ -74,7 +75,7 @@ def test_compare_attribute_labels_with_markup_are_text(tmp_path):
     (tmp_path / "a[").mkdir()
     shutil.copy(os.path.join(REPO_ROOT, TORCH_FL), tmp_path / "a[" / "b].json")
     done = run_cli("survey", "--compare", "a[/b].json", os.path.join(REPO_ROOT, GEMS_ON_TORCH_FL_ROUTES),
-                   "--attribute", "--force",
+                   *attribute, "--force",
                    cwd=str(tmp_path))
     assert done.returncode in (0, 1), done.stderr  # a verdict, not Rich's MarkupError (exit 3)
     assert "a[/b].json" in done.stdout + done.stderr

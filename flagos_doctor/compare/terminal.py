@@ -52,7 +52,7 @@ def _block(console: Console, title: str, lines: list[str], shown: int, hint: str
         console.print(Text(f"  … {len(lines) - shown} more ({hint})", style="dim"))
 
 
-@output.register(COMPARE_SCHEMA, output.TERMINAL)
+@output.register(COMPARE_SCHEMA, output.TERMINAL, markup=False)  # labels, paths, causes: text
 def show(comparison: dict, console: Console, show_all: bool = False) -> None:
     arms = comparison.get("arms", {})
     label_a = arms.get("a", {}).get("label", "A")
