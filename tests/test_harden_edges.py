@@ -40,7 +40,7 @@ def test_a_module_stack_without_a_usable_setup_is_one_line_naming_it(tmp_path):
     (tmp_path / "nosetup_stack.py").write_text("x = 1\n")
     (tmp_path / "nonesetup_stack.py").write_text("def setup():\n    return None\n")
     for module, says in (("nosetup_stack", "module nosetup_stack has no setup() -> device string"),
-                         ("nonesetup_stack", "nonesetup_stack.setup() returned NoneType, not a device string")):
+                         ("nonesetup_stack", "nonesetup_stack.setup() returned None, not a device string")):
         done = run_cli("survey", "--stack", module, "--conf", DEMO_CONF, "--ops", "abs", "--no-store",
                        "-o", str(tmp_path / f"{module}.json"), env={"PYTHONPATH": str(tmp_path)}, cwd=str(tmp_path))
         assert done.returncode == 2, done.stderr

@@ -19,16 +19,16 @@ from flagos_doctor.stacks.base import Stack, dist_version
 
 def device_of(module, name: str, function: str = "setup") -> str:
     """Child. What ``module.setup()`` (or ``baseline()``) returns, a device string; BadInput
-    naming the module when it has no such function or the function returns no string."""
+    naming the module when it has no such function or it returns nothing (None, '')."""
     call = getattr(module, function, None)
     if not callable(call):
         raise BadInput(f"module {name} has no {function}() -> device string (what a survey stack module needs)",
                        "--stack")
     device = call()
-    if not isinstance(device, str) or not device:
-        raise BadInput(f"{name}.{function}() returned {type(device).__name__}, not a device string "
+    if device is None or not str(device):  # (a torch.device is as good as its string)
+        raise BadInput(f"{name}.{function}() returned {device!r}, not a device string "
                        "such as 'cuda' or 'flagos:0'", "--stack")
-    return device
+    return str(device)
 
 
 class ModuleStack(Stack):
