@@ -60,6 +60,12 @@ def test_a_multiprocessing_child_and_a_python_subprocess_are_recorded_under_thei
     program = document["processes"][0]
     assert program["role"] == "program" and program["pid"] == document["program"]["pid"]
     assert all(p["ppid"] == program["pid"] for p in document["processes"][1:])
+    # report --explain carries each process without its events (counted).
+    from flagos_doctor.report.bundle import explain_piece_or_raise
+
+    piece = explain_piece_or_raise(str(tmp_path / "why.json"))
+    assert [p["pid"] for p in piece["processes"]] == [p["pid"] for p in document["processes"]]
+    assert all("events" not in p and p["event_count"] >= 0 for p in piece["processes"])
 
 
 def test_events_past_the_cap_are_counted_and_said(tmp_path):

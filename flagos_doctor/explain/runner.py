@@ -365,13 +365,15 @@ def add_process(document: dict, records: list[dict], program_pid: int, options: 
             entry["dropped"] = record["events"]
         elif record.get("record") == "lost":
             entry["lost"] = {"error": record.get("error"), "records": record.get("records")}
-    if entry["role"] != "program":
-        entry["events"] = view["events"]
+    process_findings = document["findings"]
+    if entry["role"] != "program":  # its events and findings kept with it (their seq are its own)
+        process_findings = findings.judge({**view, "outcome": "ok", "outcomes": []})
+        entry["events"], entry["findings"] = view["events"], process_findings
     document["processes"].append(entry)
     say_dropped(document, entry)
     own = failures(records, len(document["failures"]), entry)
-    found = analysis.causes({"program": document["program"], "failures": own, "events": view["events"],
-                             "facts": view["facts"]})
+    found = analysis.causes({**view, "schema": SCHEMA, "program": document["program"], "failures": own,
+                             "findings": process_findings, "stack": options.stack})
     for cause in found:
         cause["id"] += len(document["causes"])
         cause["process"] = entry["pid"]

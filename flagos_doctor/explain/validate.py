@@ -84,6 +84,9 @@ def document(doc: dict, schema: str, where: str) -> dict:
         raise BadInput("field 'stack' is not a string", where)
     if not isinstance(doc.get("notices", []), list) or not all(isinstance(n, str) for n in doc.get("notices", [])):
         raise BadInput("field 'notices' is not a list of strings", where)
+    processes = doc.get("processes", [])
+    if not isinstance(processes, list) or not all(isinstance(p, dict) for p in processes):
+        raise BadInput("field 'processes' is not a list of objects", where)
     tests = doc.get("tests")
     if tests is not None and not (isinstance(tests, dict) and isinstance(tests.get("counts"), dict)):
         raise BadInput("field 'tests' is neither null nor an object with 'counts'", where)

@@ -72,6 +72,9 @@ def explain_piece_or_raise(path: str) -> dict:
     document = validate.document(files.load_json(path, SCHEMA.rsplit("/", 1)[0] + "/"), SCHEMA, path)
     piece = {k: v for k, v in document.items() if k != "events"}
     piece["event_count"] = len(document.get("events") or [])
+    # A subprocess's events too are counted, not carried (a pytest-xdist worker's run).
+    piece["processes"] = [{k: v for k, v in p.items() if k != "events"} | {"event_count": len(p.get("events") or [])}
+                          for p in document.get("processes") or []]
     piece["path"] = path
     return piece
 
