@@ -82,3 +82,11 @@ def test_explain_refuses_a_stack_it_cannot_find_as_probe_does(tmp_path):
     probe = run_cli("probe", "--stack", "nosuchmod", cwd=str(tmp_path))
     assert_one_line(done, "--stack", "nosuchmod")
     assert probe.returncode == 2 and done.stderr == probe.stderr
+
+
+def test_report_of_a_document_naming_a_stack_it_cannot_find_says_where_the_name_came_from(explained, tmp_path):
+    document = dict(explained, stack="nosuchmod_zz")
+    path = tmp_path / "why.json"
+    path.write_text(json.dumps(document))
+    done = run_cli("report", "--explain", str(path))
+    assert_one_line(done, f"{path}: field stack: no stack or importable module 'nosuchmod_zz'", "give --stack")

@@ -12,6 +12,7 @@ import dataclasses
 import sys
 
 from flagos_doctor import checks, output, stacks
+from flagos_doctor.errors import BadInput
 from flagos_doctor.options import ReportOptions
 from flagos_doctor.report import bundle as bundle_mod
 from flagos_doctor.report import markdown  # noqa: F401  (registers the report's Markdown view)
@@ -21,11 +22,17 @@ def run(options: ReportOptions) -> int:
     checks.interpreter(options.python, "--python")
     checks.writable_file(options.json_path, "--json")
     checks.writable_file(options.markdown_path, "--markdown")
+    from_explain = False
     if options.explain:  # a file the user named must be readable before the probe's minute starts
         named = bundle_mod.explain_piece_or_raise(options.explain).get("stack")
         if options.stack is None and named:  # the stack the program ran on is the one to probe
-            options = dataclasses.replace(options, stack=named)
-    stacks.check(options.stack, options.python)
+            options, from_explain = dataclasses.replace(options, stack=named), True
+    try:
+        stacks.check(options.stack, options.python)
+    except BadInput as exc:
+        if not from_explain:
+            raise
+        raise BadInput(f"{exc.message} (give --stack to probe another)", f"{options.explain}: field stack")
 
     def progress(step: str) -> None:
         print(f"flagos-doctor: report: {step}...", file=sys.stderr, flush=True)
