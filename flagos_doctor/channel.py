@@ -13,18 +13,24 @@ The child finds its two descriptors in the environment variable ``FLAGOS_DOCTOR_
 (``"<read_fd>,<write_fd>"``). This module is imported by children before torch, so it uses
 the standard library alone.
 
-Only the harness speaks on the channel. The stack runs in the same process and can find the
-record pipe (the variable, ``/proc/self/fd``) and write a forged ``{"record": "case",
-"status": "PASS"}`` to it; so the parent's first request, sent before the child imports
-anything, is a fresh random ``nonce`` that only this module holds (never in the
+Only the harness speaks on the channel. The parent's first request, sent before the child
+imports anything, is a fresh random ``nonce`` that only this module holds (never in the
 environment, which ``/proc/self/environ`` shows), every record carries it, and the parent
-keeps only records that do (:class:`flagos_doctor.childproc.Child`).
+keeps only records that do (:class:`flagos_doctor.childproc.Child`). What that protects
+against: a process that inherits or finds the record pipe without being the harness (a
+subprocess the stack starts, which gets ``FLAGOS_DOCTOR_CHANNEL`` and the descriptors but not
+the nonce), and stray bytes written to the descriptor by mistake. What it does not: code
+running in the child's own process (the stack itself) can read the nonce from this
+module's memory and forge a record; a stack is trusted as far as its own process goes.
 
 Secrets: every record is scrubbed here, with the child's own environment at the time it is
 emitted (a stack's ``setup()`` may have set ``MY_API_KEY`` the parent never saw), and
 before it, whenever that environment holds new secret values, a ``{"record": "secrets",
 "values": [...]}`` tells the parent what to hide in everything else it writes (the child's
-stderr tail, a crash log): :func:`flagos_doctor.redact.remember`.
+stderr tail, a crash log): :func:`flagos_doctor.redact.remember`. That announcement holds
+raw values, so it is made only over a pipe (``announce_secrets``): a channel that is a file
+(``explain``'s side-channel file, which a SIGKILL leaves behind) never announces, and its
+parent scrubs with the values it knows itself.
 """
 
 from __future__ import annotations
@@ -55,8 +61,10 @@ def encode(record: dict) -> bytes:
 class ChildChannel:
     """The child's end: ``emit`` records to the parent, ``receive`` requests from it."""
 
-    def __init__(self, read_fd: int | None, write_fd: int, nonce: str | None = None):
+    def __init__(self, read_fd: int | None, write_fd: int, nonce: str | None = None,
+                 announce_secrets: bool = True):
         self._read_fd = read_fd
+        self._announce_secrets = announce_secrets
         self._write_fd = write_fd
         self._pending = b""
         # Records may come from more than one thread (a survey worker announces compile
@@ -81,15 +89,30 @@ class ChildChannel:
         return opened
 
     def emit(self, record: dict) -> None:
-        environ = dict(os.environ)
-        if environ != self._environ:  # the secrets found again only when the environment changed
-            self._environ, self._secrets = environ, redact.secret_values(environ)
+        self._learn_secrets()
         secrets = self._secrets
-        new = [value for value in secrets if value not in self._announced]
+        new = [value for value in secrets if value not in self._announced] if self._announce_secrets else []
         if new:
             self._announced.update(new)
             self._write({"record": SECRETS_RECORD, "values": new})
         self._write(redact.scrub(record, secrets))
+
+    def _learn_secrets(self) -> None:
+        """The environment's secret values, learnt again only from the entries that changed
+        (a program that sets 8,000 variables made every record rescan all of them: minutes);
+        a value once secret stays hidden."""
+        raw = getattr(os.environ, "_data", None)  # the bytes behind os.environ: compared in C
+        if raw is None:
+            raw = dict(os.environ)
+        if raw == self._environ:
+            return
+        fresh = raw.items() - self._environ.items() if self._environ is not None else raw.items()
+        self._environ = dict(raw)
+        decoded = {os.fsdecode(k) if isinstance(k, bytes) else k: os.fsdecode(v) if isinstance(v, bytes) else v
+                   for k, v in fresh}
+        new = redact.secret_values(decoded)
+        if new:
+            self._secrets = sorted({*self._secrets, *new}, key=len, reverse=True)
 
     def _write(self, record: dict) -> None:
         if self._nonce is not None:

@@ -77,8 +77,9 @@ def devices(text: str | None, option: str = "--devices") -> list[str]:
     return found
 
 
-def interpreter(path: str, option: str = "--python") -> str:
-    """``path`` when it names an executable file (a bare name is looked up on ``PATH``)."""
+def interpreter(path: str, option: str = "--python", timeout: float = 60.0) -> str:
+    """``path`` when it names an executable file (a bare name is looked up on ``PATH``) that
+    answers as a Python within ``timeout`` seconds (survey: its ``--start-timeout``)."""
     found = path if os.sep in path else (shutil.which(path) or path)
     if not os.path.lexists(found):
         raise BadInput(f"no such interpreter: {path}", option)
@@ -86,7 +87,7 @@ def interpreter(path: str, option: str = "--python") -> str:
         raise BadInput(f"{path} is a directory, not an interpreter", option)
     if not os.access(found, os.X_OK):
         raise BadInput(f"{path} is not executable", option)
-    _answers_as_python(path, option)
+    _answers_as_python(path, option, timeout)
     return path
 
 
@@ -94,16 +95,17 @@ def interpreter(path: str, option: str = "--python") -> str:
 _PYTHON_ANSWER = "flagos-doctor-python-check"
 
 
-def _answers_as_python(path: str, option: str) -> None:
+def _answers_as_python(path: str, option: str, timeout: float = 60.0) -> None:
     """BadInput unless ``path -c ...`` runs as a Python 3.9+ would (``/bin/ls`` or
     ``/bin/false`` as ``--python`` otherwise failed later with a raw or empty reason)."""
     import subprocess
 
     script = f"import sys; print('{_PYTHON_ANSWER}', *sys.version_info[:2])"
     try:
-        done = subprocess.run([path, "-c", script], stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+        done = subprocess.run([path, "-c", script], stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise BadInput(f"{path} is not a Python interpreter: it did not answer `-c` within 60 s", option) from None
+        raise BadInput(f"{path} is not a Python interpreter: it did not answer `-c` within {timeout:g} s",
+                       option) from None
     except OSError as exc:
         raise BadInput(f"{path} cannot be run: {exc.strerror or exc}", option) from None
     words = done.stdout.decode("utf-8", "replace").split()

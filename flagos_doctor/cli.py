@@ -159,6 +159,7 @@ def probe(
     )
 )
 def survey(
+    ctx: typer.Context,
     conf: Optional[str] = typer.Option(None, "--conf", metavar="PATH", help="Backends conf whose routes to survey."),
     backend: str = typer.Option("flagos_python", "--backend", metavar="CLASS", help="Backend class to survey from the conf."),
     routes: Optional[str] = typer.Option(None, "--routes", metavar="flag_gems", help="'flag_gems': the overloads flag_gems registers."),
@@ -201,6 +202,9 @@ def survey(
     torch_fl_commit: Optional[str] = typer.Option(None, "--torch-fl-commit", metavar="SHA", help=TORCH_FL_COMMIT_HELP),
 ):
     """Run every overload the conf routes to FlagGems on the device and on CPU, and judge it."""
+    if not compare:
+        with one_line_errors():
+            _refuse_compare_only(ctx)
     survey_options = opts.SurveyOptions(
         conf=conf, backend=backend, routes=routes,
         ops=checks.names(ops, "--ops"),
@@ -388,8 +392,8 @@ class _HelpStream:
         return getattr(self._stream, name)
 
 
-#: The width of ``--help`` outside a terminal: wide enough that no description wraps mid-table.
-HELP_WIDTH = 250
+#: The width of ``--help`` piped where no terminal says its own: what a pager shows unwrapped.
+HELP_WIDTH = 100
 
 
 @app.command(
@@ -416,6 +420,35 @@ def _help_outside_a_terminal(argv: list[str]) -> bool:
     return wants_help and not sys.stdout.isatty() and not (os.environ.get("TERMINAL_WIDTH") or os.environ.get("COLUMNS"))
 
 
+def _help_width() -> int:
+    """The terminal's width when stdout is piped (``--help | less``: stderr or stdin is still
+    the terminal), else :data:`HELP_WIDTH`."""
+    for stream in (sys.stderr, sys.stdin):
+        try:
+            if stream is not None and stream.isatty():
+                return os.get_terminal_size(stream.fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            continue
+    return HELP_WIDTH
+
+
+#: ``survey`` options that mean something only with ``--compare A B`` (refused without it, as
+#: pip-audit refuses flags that do not apply, rather than ignored).
+COMPARE_ONLY = ("force", "fail_on", "markdown_path", "max_chars", "show_all", "repo", "build_cmd", "attribute")
+
+
+def _refuse_compare_only(ctx) -> None:
+    """BadInput naming the first ``--compare``-only option given on the command line."""
+    try:
+        from typer._click.core import ParameterSource
+    except ImportError:
+        from click.core import ParameterSource
+
+    for param in ctx.command.params:
+        if param.name in COMPARE_ONLY and ctx.get_parameter_source(param.name) == ParameterSource.COMMANDLINE:
+            raise BadInput("applies only with --compare A B", param.opts[0])
+
+
 def _usage_line(exc) -> str:
     """A click usage error as one line: what is wrong, and where to read the usage."""
     names = []
@@ -440,7 +473,7 @@ def main() -> None:
     if _help_outside_a_terminal(sys.argv[1:]):
         from typer import rich_utils
 
-        rich_utils.MAX_WIDTH = HELP_WIDTH
+        rich_utils.MAX_WIDTH = _help_width()
         sys.stdout = _HelpStream(sys.stdout)
     sys.stdout = redact.ScrubbingStream(sys.stdout)
     sys.stderr = redact.ScrubbingStream(sys.stderr)

@@ -121,8 +121,10 @@ def _parse_into(path: str, routes: dict[str, Route], stack: list[str], where: st
         if not _BACKEND_RE.match(backend):
             raise BadInput(f"not a backend name in {excerpt(raw)}", here)
         if backend.lower() not in KNOWN_BACKENDS:
+            # A line like MY_API_TOKEN = value is a secret pasted into the wrong file: never quoted.
+            shown = "(its value not shown: the name says secret)" if redact.is_secret(name) else repr(backend)
             raise BadInput(
-                f"unknown backend {backend!r} for {name} (torch_fl knows {', '.join(KNOWN_BACKENDS)}; "
+                f"unknown backend {shown} for {name} (torch_fl knows {', '.join(KNOWN_BACKENDS)}; "
                 "it would route this overload to flagos)",
                 here,
             )

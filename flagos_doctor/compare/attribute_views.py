@@ -9,6 +9,8 @@ overloads while they fit.
 
 from __future__ import annotations
 
+from rich.markup import escape
+
 from flagos_doctor import output
 from flagos_doctor.compare.attribute import ATTRIBUTION_SCHEMA, CLASSES, INTEGRATION, MEANING
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell
@@ -35,9 +37,9 @@ def _evidence(doc: dict):
 def show_terminal(doc: dict, console) -> None:
     from rich.table import Table
 
-    console.print(f"[bold]{_title(doc)}")
+    console.print(f"[bold]{escape(_title(doc))}")  # labels are the user's paths: text, not markup
     for item in doc["context"]:
-        console.print(f"  {item['field']}: {item['a']} vs {item['b']} (differs by design)")
+        console.print(f"  {item['field']}: {item['a']} vs {item['b']} (differs by design)", markup=False)
     table = Table()
     table.add_column("class")
     table.add_column("failing cases of A", justify="right")
@@ -50,15 +52,15 @@ def show_terminal(doc: dict, console) -> None:
         rows.add_column("overload")
         rows.add_column("cases by class")
         for name, entry in doc["overloads"].items():
-            rows.add_row(name, _classes(entry))
+            rows.add_row(escape(name), _classes(entry))
         console.print(rows)
     for name, case in _evidence(doc):
-        console.print(f"[red]integration[/] {name} [{case['profile']}]: A {case['a']['status']} "
-                      f"(route {case['a'].get('route')}) {case['a']['detail']}; alone {case['b']['status']} "
-                      f"(route {case['b'].get('route')})")
+        console.print("[red]integration[/] " + escape(
+            f"{name} [{case['profile']}]: A {case['a']['status']} (route {case['a'].get('route')}) "
+            f"{case['a']['detail']}; alone {case['b']['status']} (route {case['b'].get('route')})"))
     integration = doc["integration"]
     console.print(f"{len(integration)} overload(s) fail only under {doc['arms']['a']['label']}"
-                  + (": " + ", ".join(integration) if integration else ""))
+                  + (": " + ", ".join(integration) if integration else ""), markup=False)
 
 
 @output.register(ATTRIBUTION_SCHEMA, "markdown")

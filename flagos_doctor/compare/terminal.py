@@ -162,7 +162,7 @@ def _closing(console: Console, comparison: dict, show_all: bool, more: str | Non
     )
 
 
-@output.register(COMPARE_SCHEMA, output.TERMINAL)
+@output.register(COMPARE_SCHEMA, output.TERMINAL, markup=False)  # labels, paths, causes: text
 def show(comparison: dict, console: Console, show_all: bool = False) -> None:
     arms = comparison.get("arms", {})
     label_a = arms.get("a", {}).get("label", "A")

@@ -1,11 +1,14 @@
 """``flagos-doctor explain -- CMD``: run the program under the watch, show why it failed.
 
-Exit code: 1 when a failure of the program has a cause (a read of a redirected or replaced
+Exit code: 130 or 143 when explain itself was interrupted by SIGINT or SIGTERM (the signal
+was the program's too; the document says so); 1 when a failure of the program has a cause (a read of a redirected or replaced
 probe on its path); otherwise the program's own (128 + N for a program killed by signal N,
 as a shell says it); 2 for bad usage.
 """
 
 from __future__ import annotations
+
+import signal
 
 from flagos_doctor import checks, output
 from flagos_doctor.errors import EXIT_FINDING, BadInput
@@ -15,7 +18,11 @@ from flagos_doctor.options import ExplainOptions
 
 
 def exit_code(document: dict) -> int:
-    """1 where a cause was found; else the program's return code (128 + N for signal N)."""
+    """128 + N when explain was interrupted by signal N (130, 143); 1 where a cause was found;
+    else the program's return code (128 + N for signal N)."""
+    interrupted = document["program"].get("interrupted")
+    if interrupted:
+        return 128 + signal.Signals[interrupted["signal"]].value
     if document["causes"]:
         return EXIT_FINDING
     returncode = document["program"]["returncode"]

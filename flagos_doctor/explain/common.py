@@ -28,6 +28,8 @@ def failure_title(failure: dict) -> str:
     what = {"exception": "uncaught exception", "exit": "exit", "test": f"test {failure.get('test')}"}[failure["kind"]]
     if failure["kind"] == "test" and failure.get("when") not in (None, "call"):
         what += f" ({failure['when']})"
+    if failure.get("role"):  # not the program's own process: which one
+        what += f" in {failure['role']} (pid {failure.get('process')})"
     error = (failure.get("error") or "").strip().splitlines()
     return f"{what}: {error[0][:300] if error else ''}"
 

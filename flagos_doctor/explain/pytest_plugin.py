@@ -2,11 +2,14 @@
 
 Loaded only for an ``explain`` run, through pytest's own plugin mechanism (the parent adds
 this module to ``PYTEST_PLUGINS``). It does nothing unless :mod:`.startup` installed the
-watch in this process: a pytest that the program starts in a subprocess runs unwatched.
+watch in this process; pytest-xdist's workers have one each, and their records name the
+worker (``gw0``...).
 Records: ``failure`` (``kind: test``) and ``test``, as :mod:`.startup` lists them.
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -35,10 +38,12 @@ def pytest_runtest_makereport(item, call):
         return
     try:
         report = outcome.get_result()
+        # Under pytest-xdist the test runs in a worker: its name (gw0...) says which process.
+        worker = {"worker": os.environ["PYTEST_XDIST_WORKER"]} if "PYTEST_XDIST_WORKER" in os.environ else {}
         if report.failed and call.excinfo is not None:
-            watch.failure("test", call.excinfo.value, call.excinfo.tb, test=item.nodeid, when=report.when)
+            watch.failure("test", call.excinfo.value, call.excinfo.tb, test=item.nodeid, when=report.when, **worker)
         if report.when == "call" or not report.passed:
             watch.tracer.emit({"record": "test", "nodeid": item.nodeid, "when": report.when,
-                               "outcome": report.outcome})
+                               "outcome": report.outcome, **worker})
     except Exception:
         pass  # the watch must never cost the program a test result

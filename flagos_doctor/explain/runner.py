@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -20,10 +19,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import NamedTuple
 
 from flagos_doctor import childproc, redact, stacks
 from flagos_doctor.errors import BadInput
-from flagos_doctor.explain import CONFIG_VAR, SCHEMA, analysis
+from flagos_doctor.explain import CONFIG_VAR, SCHEMA, analysis, startup, validate
 from flagos_doctor.options import ExplainOptions, ProbeOptions
 from flagos_doctor.probe import findings, watch
 from flagos_doctor.probe import runner as probe_runner
@@ -63,6 +63,17 @@ def resolve_command(command: list[str], python: str) -> list[str]:
     return [first, *rest]
 
 
+def check_stack(stack: str | None, python: str, argv: list[str]) -> None:
+    """Refuse ``--stack`` as probe does (:func:`flagos_doctor.stacks.check`), looking where the
+    program will: its script's folder too (``sys.path[0]``)."""
+    env = dict(os.environ)
+    script = next((a for a in argv[1:2] if a.endswith(".py") and os.path.isfile(a)), None)
+    if script:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(os.path.abspath(script)),
+                                                        env.get("PYTHONPATH")) if p)
+    stacks.check(stack, python, env)
+
+
 def is_pytest(argv: list[str]) -> bool:
     """``python -m pytest``, or pytest's console script."""
     if any(argv[i] == "-m" and argv[i + 1] in ("pytest", "py.test") for i in range(len(argv) - 1)):
@@ -79,7 +90,10 @@ def child_config(options: ExplainOptions, channel_path: str) -> dict:
     if options.watch_file:
         more, env = watch.load_watch_file(options.watch_file)
         probes += more
-    return {"channel": channel_path, "stack": options.stack, "probes": list(dict.fromkeys(probes)), "env": env}
+    # The cap on events (startup.MAX_EVENTS; a smaller one where a test asks for it).
+    max_events = int(os.environ.get("FLAGOS_DOCTOR_EXPLAIN_MAX_EVENTS") or startup.MAX_EVENTS)
+    return {"channel": channel_path, "stack": options.stack, "probes": list(dict.fromkeys(probes)), "env": env,
+            "max_events": max_events}
 
 
 def program_env(config: dict, hook_folder: str, pytest: bool) -> dict[str, str]:
@@ -91,39 +105,118 @@ def program_env(config: dict, hook_folder: str, pytest: bool) -> dict[str, str]:
     return env
 
 
-def run_program(argv: list[str], env: dict[str, str]) -> tuple[int, float]:
-    """Run ``argv`` in the foreground; return (its return code, seconds).
+#: Signals to explain that are the program's: passed on to it and its subprocesses.
+FORWARDED = (signal.SIGINT, signal.SIGTERM)
+#: ``si_code`` of a signal the kernel sent (Ctrl-C at the terminal: the program got it too).
+SI_KERNEL = 0x80
 
-    Ctrl-C reaches the program (same process group) and is the program's to handle: the
-    parent only waits, and then still reports what was recorded."""
+
+class Ran(NamedTuple):
+    """How the program ran: its return code, seconds, pid, and explain's interruption (or None)."""
+
+    returncode: int
+    seconds: float
+    pid: int
+    interrupted: dict | None
+
+
+def run_program(argv: list[str], env: dict[str, str]) -> Ran:
+    """Run ``argv`` in the foreground; return how it ran (:class:`Ran`).
+
+    SIGINT and SIGTERM sent to explain (``kill``) are passed on to the program and its
+    subprocesses, and explain waits for it; Ctrl-C at the terminal already reached the
+    program (same process group) and is not sent twice. Either way the interruption is
+    returned (``{"signal", "from", "forwarded_to"}``) so the document says so."""
     started = time.monotonic()
+    waited = (*FORWARDED, signal.SIGCHLD)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
+    interrupted = None
     try:
-        proc = subprocess.Popen(argv, env=env)
-    except OSError as exc:
-        raise BadInput(f"cannot start {argv[0]}: {exc.strerror or exc}", "CMD")
-    previous = signal.signal(signal.SIGINT, lambda *_: None)
-    try:
-        while True:
-            try:
-                returncode = proc.wait()
-                break
-            except InterruptedError:
+        try:
+            proc = subprocess.Popen(argv, env=env, preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, mask))
+        except OSError as exc:
+            raise BadInput(f"cannot start {argv[0]}: {exc.strerror or exc}", "CMD")
+        while (returncode := proc.poll()) is None:
+            info = signal.sigtimedwait(waited, 1.0)
+            if info is None or info.si_signo == signal.SIGCHLD:
                 continue
+            from_terminal = info.si_code == SI_KERNEL
+            forwarded = 0 if from_terminal else forward(proc.pid, info.si_signo)
+            interrupted = interrupted or {"signal": signal.Signals(info.si_signo).name,
+                                          "from": "the terminal" if from_terminal else f"pid {info.si_pid}",
+                                          "forwarded_to": forwarded}
     finally:
-        signal.signal(signal.SIGINT, previous)
-    return returncode, time.monotonic() - started
+        while signal.sigtimedwait(waited, 0) is not None:
+            pass  # what arrived as the program ended was the program's too
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return Ran(returncode, time.monotonic() - started, proc.pid, interrupted)
+
+
+def forward(pid: int, signo: int) -> int:
+    """Send ``signo`` to ``pid`` and every process under it; return how many got it."""
+    sent = 0
+    for target in process_tree(pid):
+        try:
+            os.kill(target, signo)
+            sent += 1
+        except OSError:
+            pass  # it ended meanwhile
+    return sent
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (from ``/proc``; where there is none, ``pid`` alone)."""
+    parents: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return [pid]
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        parents.setdefault(ppid, []).append(int(entry))
+    tree, frontier = [pid], [pid]
+    while frontier:
+        children = [c for p in frontier for c in parents.get(p, [])]
+        tree += children
+        frontier = children
+    return tree
 
 
 def read_records(path: str) -> list[dict]:
-    """The side channel's records; a line torn by a dying program is skipped."""
+    """One side-channel file's records; a line torn by a dying program is skipped; a record
+    of another shape is BadInput naming its line (:func:`.validate.record`)."""
     records = []
     with open(path, "rb") as handle:
-        for line in handle:
+        for number, line in enumerate(handle, start=1):
             try:
-                records.append(json.loads(line))
-            except ValueError:
+                value = json.loads(line)
+            except (ValueError, RecursionError):
                 continue
+            records.append(validate.record(value, f"explain's side-channel file {os.path.basename(path)}, "
+                                                  f"line {number}"))
     return records
+
+
+def read_processes(folder: str) -> list[list[dict]]:
+    """The records of each watched process (one file each), in the order the files sort."""
+    return [read_records(os.path.join(folder, name)) for name in sorted(os.listdir(folder))
+            if name.endswith(".jsonl")]
+
+
+def temp_full(folder: str) -> bool:
+    """Whether the file system of ``folder`` has no room left for another record."""
+    try:
+        stat = os.statvfs(folder)
+    except OSError:
+        return False
+    return stat.f_bavail * stat.f_frsize < 64 * 1024
 
 
 def run_explain(options: ExplainOptions) -> dict:
@@ -132,68 +225,173 @@ def run_explain(options: ExplainOptions) -> dict:
     Raises BadInput for unusable options or a command that cannot be started."""
     argv = resolve_command(options.command, options.python)
     pytest = is_pytest(argv)
+    check_stack(options.stack, options.python, argv)
     with tempfile.TemporaryDirectory(prefix="flagos-doctor-explain-") as scratch:
-        hook_folder = os.path.join(scratch, "hook")
-        os.mkdir(hook_folder)
-        with open(os.path.join(hook_folder, "sitecustomize.py"), "w") as handle:
-            handle.write(SITECUSTOMIZE)
-        channel_path = os.path.join(scratch, "records.jsonl")
-        open(channel_path, "wb").close()
-        config = child_config(options, channel_path)
-        returncode, seconds = run_program(argv, program_env(config, hook_folder, pytest))
-        records = read_records(channel_path)
-    document = build_document(records, options, config, argv, pytest, returncode, seconds)
-    # Watched variables are recorded with their values: never let a secret through.
-    return redact.scrub(document, redact.secret_values(os.environ))
+        try:
+            hook_folder = os.path.join(scratch, "hook")
+            os.mkdir(hook_folder)
+            with open(os.path.join(hook_folder, "sitecustomize.py"), "w") as handle:
+                handle.write(SITECUSTOMIZE)
+            channel = os.path.join(scratch, "records")
+            os.mkdir(channel)
+        except OSError as exc:
+            raise BadInput(f"cannot write explain's scratch folder: {exc.strerror or exc}", scratch)
+        config = child_config(options, channel)
+        ran = run_program(argv, program_env(config, hook_folder, pytest))
+        processes = read_processes(channel)
+        full = temp_full(scratch)
+    document = build_document(processes, ran, options, config, argv, pytest, full)
+    if full:
+        document["notices"].insert(0, f"the temp folder {os.path.dirname(scratch)} is full: the watch's records "
+                                      "stopped when it filled, and what came after is not in this document")
+    if ran.interrupted:
+        document["program"]["interrupted"] = ran.interrupted
+        document["notices"].insert(0, interrupted_notice(ran.interrupted))
+    # Watched variables are recorded with their values, and a command line may hold a
+    # secret (--api-key VALUE): never let one through.
+    secrets = sorted({*redact.secret_values(os.environ), *redact.secret_arguments(argv)}, key=len, reverse=True)
+    return redact.scrub(document, secrets)
 
 
-def build_document(records: list[dict], options: ExplainOptions, config: dict, argv: list[str], pytest: bool,
-                   returncode: int, seconds: float) -> dict:
-    """The document from the records and how the program ended (outcome, failures, causes)."""
-    probe_like = probe_runner.build_document(records, {"stack": options.stack, "imports": []},
-                                             ProbeOptions(python=options.python))
-    hello = next((r for r in records if r.get("record") == "hello"), None)
-    end = childproc.ChildEnd(returncode)
-    program = {
-        "command": list(options.command), "argv": argv, "cwd": os.getcwd(), "pytest": pytest,
-        "returncode": returncode, "signal": end.signal, "ended": end.describe(), "seconds": round(seconds, 2),
-        "watched": hello is not None, "finished": any(r.get("record") == "done" for r in records),
-    }
-    notices = list(probe_like["notices"])
-    if hello is None:
-        notices.append("the watch never started in the program: it is not a Python program of --python, "
-                       "or its interpreter ignores PYTHONPATH and sitecustomize (-I, -E, -S)")
-    elif not program["finished"]:
-        notices.append("the program ended without running its exit hooks (os._exit, or a signal): "
-                       "events up to that moment are kept; the probes' final state is unknown")
+def interrupted_notice(interrupted: dict) -> str:
+    """``explain was interrupted by SIGTERM (from pid 412): passed on to the program and 2 ...``."""
+    if interrupted["from"] == "the terminal":
+        passed = "the program got it from the terminal too"
+    else:
+        others = interrupted["forwarded_to"] - 1
+        passed = "passed on to the program" + (f" and {others} of its subprocesses" if others > 0 else "")
+    return (f"explain was interrupted by {interrupted['signal']} (from {interrupted['from']}): {passed}; "
+            "below is what the program did until it ended")
+
+
+def hello_of(records: list[dict]) -> dict | None:
+    return next((r for r in records if r.get("record") == "hello"), None)
+
+
+def role(records: list[dict], program_pid: int) -> str:
+    """What a watched process was to the program: itself, a pytest-xdist worker, a
+    ``multiprocessing`` child, a fork, or a subprocess."""
+    hello = hello_of(records) or {}
+    if hello.get("pid") == program_pid and not hello.get("forked"):
+        return "program"
+    worker = next((r["worker"] for r in records if isinstance(r.get("worker"), str)), None)
+    if worker:
+        return f"pytest-xdist worker {worker}"
+    if "--multiprocessing-fork" in (hello.get("argv") or []) or any(r.get("process_name") for r in records):
+        return "multiprocessing child"
+    return "fork" if hello.get("forked") else "subprocess"
+
+
+def build_document(processes: list[list[dict]], ran: "Ran", options: ExplainOptions, config: dict,
+                   argv: list[str], pytest: bool, full: bool = False) -> dict:
+    """The document from each process's records and how the program ended: the program's
+    own events at the top, each other watched process under ``processes``; every failure
+    (each naming its process) with its causes, found in its own process's events."""
+    main = next((r for r in processes if role(r, ran.pid) == "program"), [])
+    probe_like = process_view(main, options)
+    program = program_summary(main, ran, options, argv, pytest)
     document = {
         "schema": SCHEMA,
         "program": program,
-        "python": probe_like["python"] if hello else {"version": None, "executable": argv[0], "dict_watchers": None},
+        "python": probe_like["python"] if program["watched"] else {"version": None, "executable": argv[0],
+                                                                    "dict_watchers": None},
         "platform": probe_like["platform"],
         "stack": options.stack,
-        "notices": notices,
+        "notices": program_notices(probe_like, main, program, full),
         "phases": probe_like["phases"],
         "events": probe_like["events"],
         "probes": probe_like["probes"],
         "saved_originals": probe_like["saved_originals"],
         "facts": probe_like["facts"],
-        "tests": tests_summary(records) if pytest else None,
-        "failures": failures(records, program),
+        "tests": tests_summary([r for records in processes for r in records]) if pytest else None,
+        "processes": [],
+        "failures": [],
         "causes": [],
-        "findings": [],
-        "doctor": {"argv_python": sys.executable, "probes": config["probes"], "env": config["env"]},
+        # The probe's own findings of the same events (a redirect read stale, a Triton driver
+        # chosen wrong), judged as the probe would; the causes tie them to failures.
+        "findings": findings.judge({**probe_like, "outcome": "ok", "outcomes": []}),
+        "doctor": {"argv_python": sys.executable, "probes": config["probes"], "env": config["env"],
+                   "max_events": config["max_events"]},
     }
-    # The probe's own findings of the same events (a redirect read stale, a Triton driver
-    # chosen wrong), judged as the probe would; the causes below tie them to failures.
-    document["findings"] = findings.judge({**probe_like, "outcome": "ok", "outcomes": []})
-    document["causes"] = analysis.causes(document)
-    causes_by_failure: dict[int, list[int]] = {}
-    for cause in document["causes"]:
-        causes_by_failure.setdefault(cause["failure"], []).append(cause["id"])
-    for failure in document["failures"]:
-        failure["causes"] = causes_by_failure.get(failure["id"], [])
+    for records in ([main] if main else []) + [r for r in processes if r is not main]:
+        add_process(document, records, ran.pid, options, probe_like if records is main else None)
+    if program["returncode"] != 0 and not document["failures"]:
+        ended = program["ended"].replace("killed by", "was killed by")
+        exit_failure = {"id": 1, "kind": "exit", "error": f"the program {ended}", "type": None, "traceback": [],
+                        "raised_from": [], "process": ran.pid, "causes": []}
+        document["failures"].append(exit_failure)
     return document
+
+
+def process_view(records: list[dict], options: ExplainOptions) -> dict:
+    """One process's records as the probe's document shapes them (events, probes, facts)."""
+    return probe_runner.build_document(records, {"stack": options.stack, "imports": []},
+                                       ProbeOptions(python=options.python))
+
+
+def program_summary(records: list[dict], ran: "Ran", options: ExplainOptions, argv: list[str], pytest: bool) -> dict:
+    end = childproc.ChildEnd(ran.returncode)
+    return {
+        "command": list(options.command), "argv": argv, "cwd": os.getcwd(), "pytest": pytest, "pid": ran.pid,
+        "returncode": ran.returncode, "signal": end.signal, "ended": end.describe(), "seconds": round(ran.seconds, 2),
+        "watched": hello_of(records) is not None, "finished": any(r.get("record") == "done" for r in records),
+    }
+
+
+def program_notices(probe_like: dict, records: list[dict], program: dict, full: bool) -> list[str]:
+    notices = list(probe_like["notices"])
+    if not program["watched"]:
+        notices.append("the watch never started in the program: it is not a Python program of --python, "
+                       "or its interpreter ignores PYTHONPATH and sitecustomize (-I, -E, -S)")
+    elif not program["finished"] and not full and not any(r.get("record") == "lost" for r in records):
+        notices.append("the program ended without running its exit hooks (os._exit, or a signal): "
+                       "events up to that moment are kept; the probes' final state is unknown")
+    return notices
+
+
+def add_process(document: dict, records: list[dict], program_pid: int, options: ExplainOptions,
+                view: dict | None) -> None:
+    """One watched process into ``document``: its entry (a subprocess's events inside it),
+    its failures numbered after those already there, their causes from its own events; its
+    dropped and lost records said in a notice."""
+    hello = hello_of(records) or {}
+    view = view or process_view(records, options)
+    entry = {"pid": hello.get("pid"), "ppid": hello.get("ppid"), "role": role(records, program_pid),
+             "max_events": document["doctor"]["max_events"],
+             "argv": hello.get("argv"), "finished": any(r.get("record") == "done" for r in records),
+             "dropped": {}, "lost": None}
+    for record in records:
+        if record.get("record") == "dropped" and isinstance(record.get("events"), dict):
+            entry["dropped"] = record["events"]
+        elif record.get("record") == "lost":
+            entry["lost"] = {"error": record.get("error"), "records": record.get("records")}
+    process_findings = document["findings"]
+    if entry["role"] != "program":  # its events and findings kept with it (their seq are its own)
+        process_findings = findings.judge({**view, "outcome": "ok", "outcomes": []})
+        entry["events"], entry["findings"] = view["events"], process_findings
+    document["processes"].append(entry)
+    say_dropped(document, entry)
+    own = failures(records, len(document["failures"]), entry)
+    found = analysis.causes({**view, "schema": SCHEMA, "program": document["program"], "failures": own,
+                             "findings": process_findings, "stack": options.stack})
+    for cause in found:
+        cause["id"] += len(document["causes"])
+        cause["process"] = entry["pid"]
+    for failure in own:
+        failure["causes"] = [c["id"] for c in found if c["failure"] == failure["id"]]
+    document["failures"] += own
+    document["causes"] += found
+
+
+def say_dropped(document: dict, entry: dict) -> None:
+    who = "the program" if entry["role"] == "program" else f"{entry['role']} (pid {entry['pid']})"
+    if entry["dropped"]:
+        counts = ", ".join(f"{n:,} {kind}s" for kind, n in sorted(entry["dropped"].items()))
+        document["notices"].append(f"{who} made more events than the watch keeps ({entry['max_events']:,} of each "
+                                   f"kind): {counts} were counted, not recorded; a cause among them is not seen")
+    if entry["lost"]:
+        document["notices"].append(f"{who}: the watch could not write its records ({entry['lost']['error']}): "
+                                   f"{entry['lost']['records']:,} were lost")
 
 
 def tests_summary(records: list[dict]) -> dict:
@@ -212,19 +410,17 @@ def tests_summary(records: list[dict]) -> dict:
     return {"counts": counts, "outcomes": worst}
 
 
-def failures(records: list[dict], program: dict) -> list[dict]:
-    """Each failure, numbered: an uncaught exception, each failed test, and a non-zero exit
-    that neither explains (``sys.exit(3)``, a signal)."""
+def failures(records: list[dict], numbered: int, process: dict) -> list[dict]:
+    """Each failure one process recorded (an uncaught exception, a failed test), numbered
+    after the ``numbered`` already found, each naming its process."""
     out = []
     for record in records:
         if record.get("record") != "failure":
             continue
         failure = {k: v for k, v in record.items() if k not in ("record", "causes")}
         failure["raised_from"] = record.get("causes", [])
-        out.append(failure)
-    if program["returncode"] != 0 and not out:
-        ended = program["ended"].replace("killed by", "was killed by")
-        out.append({"kind": "exit", "error": f"the program {ended}", "type": None, "traceback": []})
-    for number, failure in enumerate(out, start=1):
-        failure["id"] = number
-    return [{"id": f["id"], **{k: v for k, v in f.items() if k != "id"}} for f in out]
+        failure["process"] = process["pid"]
+        if process["role"] != "program":
+            failure["role"] = process["role"]
+        out.append({"id": numbered + len(out) + 1, **failure})
+    return out

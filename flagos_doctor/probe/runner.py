@@ -75,6 +75,7 @@ def run_probe(options: ProbeOptions) -> dict:
         stderr_tail = child.stderr_tail()
         stdout_tail = child.stdout_tail()
     document = build_document(records, config, options)
+    document["notices"] += missing_notices(document, options)
     document["seconds"] = round(time.monotonic() - started, 2)
     finished = any(r.get("record") == "done" for r in records)
     child_info = {"returncode": end.returncode, "signal": end.signal, "timed_out": end.timed_out,
@@ -97,6 +98,20 @@ def run_probe(options: ProbeOptions) -> dict:
     document["findings"] = findings.judge(document)
     # Watched variables are recorded with their values: never let a secret through.
     return redact.scrub(document, redact.secret_values(os.environ))
+
+
+def missing_notices(document: dict, options: ProbeOptions) -> list[str]:
+    """A way forward for each of the stack's modules its import could not find (its
+    ``install_hint``: torch_fl's build command)."""
+    if not options.stack:
+        return []
+    hint = stacks.get(options.stack).install_hint
+    out = []
+    for outcome in document["outcomes"]:
+        module = outcome["step"].removeprefix("import ")
+        if hint and not outcome.get("ok") and f"No module named '{module}'" in str(outcome.get("error")):
+            out.append(f"{module} is not importable by {options.python}: {hint}")
+    return out
 
 
 def build_document(records: list[dict], config: dict, options: ProbeOptions) -> dict:

@@ -67,11 +67,14 @@ def explain_piece_or_raise(path: str) -> dict:
     """An ``explain --json`` document (schema ``flagos-doctor/explain/*``) without its event
     stream (kept as a count); BadInput naming the file when it cannot be read."""
     from flagos_doctor import files
-    from flagos_doctor.explain import SCHEMA
+    from flagos_doctor.explain import SCHEMA, validate
 
-    document = files.load_json(path, SCHEMA.rsplit("/", 1)[0] + "/")
+    document = validate.document(files.load_json(path, SCHEMA.rsplit("/", 1)[0] + "/"), SCHEMA, path)
     piece = {k: v for k, v in document.items() if k != "events"}
     piece["event_count"] = len(document.get("events") or [])
+    # A subprocess's events too are counted, not carried (a pytest-xdist worker's run).
+    piece["processes"] = [{k: v for k, v in p.items() if k != "events"} | {"event_count": len(p.get("events") or [])}
+                          for p in document.get("processes") or []]
     piece["path"] = path
     return piece
 
@@ -141,23 +144,33 @@ def _first(*values):
 
 
 def template_fields(bundle: dict) -> list[dict]:
-    """The fields of Torch-FL's bug-report template, from the bundle alone."""
+    """The fields of Torch-FL's bug-report template, from the bundle alone (one helper each)."""
     env = bundle.get("environment") or {}
+    return [
+        {"field": "Platform", "value": _platform_text(env)},
+        {"field": "Python Version", "value": _python_text(env)},
+        {"field": "PyTorch Version", "value": _pytorch_text(env)},
+        {"field": "torch_fl Version/Branch", "value": _torch_fl_text(env)},
+        {"field": "CUDA/MACA/CANN/MUSA Version", "value": _runtime_text(env)},
+        {"field": "FlagGems Version", "value": _package_text(env, "flag_gems")},
+        {"field": "Runtime Configuration", "value": _runtime_config_text(bundle.get("runtime_config") or [])},
+    ]
+
+
+def _package_text(env: dict, name: str) -> str:
     errors = env.get("errors") or {}
-    py = env.get("python") or {}
-    packages = env.get("packages") or {}
-    torch = env.get("torch") or {}
+    entry = (env.get("packages") or {}).get(name)
+    if entry is None:
+        return errors.get("packages") or f"not collected: {name}"
+    if not entry.get("found"):
+        return f"not found: {name}" + (f" ({entry['why']})" if entry.get("why") and "not importable" not in entry["why"] else "")
+    return entry.get("version") or f"{name} installed at {entry.get('location')}, version unknown"
+
+
+def _platform_text(env: dict) -> str:
+    errors, py = env.get("errors") or {}, env.get("python") or {}
     stack = env.get("stack") or {}
     accel = stack.get("accelerator") or {}
-
-    def package(name: str) -> str:
-        entry = packages.get(name)
-        if entry is None:
-            return errors.get("packages") or f"not collected: {name}"
-        if not entry.get("found"):
-            return f"not found: {name}" + (f" ({entry['why']})" if entry.get("why") and "not importable" not in entry["why"] else "")
-        return entry.get("version") or f"{name} installed at {entry.get('location')}, version unknown"
-
     platform = py.get("platform") or errors.get("python") or "not collected"
     if py.get("os"):
         platform += f" ({py['os']})"
@@ -167,37 +180,52 @@ def template_fields(bundle: dict) -> list[dict]:
         platform += f"; accelerator: unknown ({errors['stack']})"
     elif stack:
         platform += f"; accelerator: none found (device type {accel.get('type') or accel.get('privateuse1')})"
-    python = f"{py['version']} ({py.get('executable')})" if py.get("version") else (errors.get("python") or "not collected")
+    return platform
+
+
+def _python_text(env: dict) -> str:
+    py = env.get("python") or {}
+    if py.get("version"):
+        return f"{py['version']} ({py.get('executable')})"
+    return (env.get("errors") or {}).get("python") or "not collected"
+
+
+def _pytorch_text(env: dict) -> str:
+    errors, torch = env.get("errors") or {}, env.get("torch") or {}
     if torch.get("version"):
         pytorch = f"{torch['version']} ({torch.get('build')} build"
-        pytorch += f", vendor suffix {torch['vendor_suffix']})" if torch.get("vendor_suffix") else ", no vendor suffix)"
-    else:
-        pytorch = (errors.get("torch") or package("torch"))
-        if packages.get("torch", {}).get("version"):
-            pytorch = f"{packages['torch']['version']} (import failed: {errors.get('torch')})"
-    fl = packages.get("torch_fl") or {}
-    if fl.get("found"):
-        parts = [fl.get("version") or "version unknown"]
-        if fl.get("commit"):
-            parts.append(f"commit {fl['commit'][:12]}")
-        if fl.get("branch"):
-            parts.append(f"branch {fl['branch']}")
-        if fl.get("dirty") is not None:
-            parts.append("dirty" if fl["dirty"] else "clean")
-        if not fl.get("commit"):
-            parts.append(f"commit {fl.get('commit_source') or 'unknown'}")
-        elif fl.get("commit_source"):
-            parts.append(f"commit from {fl['commit_source']}")
-        parts.append(f"extension md5 {fl['extension_md5']}" if fl.get("extension_md5") else "no compiled extension found")
-        conf = stack.get("backend_config") or {}
-        if conf.get("path"):
-            parts.append(f"conf in force {conf['path']} (chosen by {conf.get('chosen_by')})")
-        torch_fl = ", ".join(parts)
-    else:
-        torch_fl = package("torch_fl")
-    runtimes = []
-    if torch.get("cuda"):
-        runtimes.append(f"CUDA {torch['cuda']} (torch build)")
+        return pytorch + (f", vendor suffix {torch['vendor_suffix']})" if torch.get("vendor_suffix") else ", no vendor suffix)")
+    installed = ((env.get("packages") or {}).get("torch") or {}).get("version")
+    if installed:
+        return f"{installed} (import failed: {errors.get('torch')})"
+    return errors.get("torch") or _package_text(env, "torch")
+
+
+def _torch_fl_text(env: dict) -> str:
+    fl = (env.get("packages") or {}).get("torch_fl") or {}
+    if not fl.get("found"):
+        return _package_text(env, "torch_fl")
+    parts = [fl.get("version") or "version unknown"]
+    if fl.get("commit"):
+        parts.append(f"commit {fl['commit'][:12]}")
+    if fl.get("branch"):
+        parts.append(f"branch {fl['branch']}")
+    if fl.get("dirty") is not None:
+        parts.append("dirty" if fl["dirty"] else "clean")
+    if not fl.get("commit"):
+        parts.append(f"commit {fl.get('commit_source') or 'unknown'}")
+    elif fl.get("commit_source"):
+        parts.append(f"commit from {fl['commit_source']}")
+    parts.append(f"extension md5 {fl['extension_md5']}" if fl.get("extension_md5") else "no compiled extension found")
+    conf = (env.get("stack") or {}).get("backend_config") or {}
+    if conf.get("path"):
+        parts.append(f"conf in force {conf['path']} (chosen by {conf.get('chosen_by')})")
+    return ", ".join(parts)
+
+
+def _runtime_text(env: dict) -> str:
+    torch = env.get("torch") or {}
+    runtimes = [f"CUDA {torch['cuda']} (torch build)"] if torch.get("cuda") else []
     if torch.get("hip"):
         runtimes.append(f"HIP {torch['hip']} (torch build)")
     for tool in env.get("tools") or []:
@@ -214,22 +242,14 @@ def template_fields(bundle: dict) -> list[dict]:
     if not any(r.startswith("CUDA") for r in runtimes):
         missing.insert(0, "CUDA")
     runtime = "; ".join(runtimes) if runtimes else "none"
-    if missing:
-        runtime += f"; not found: {', '.join(missing)}"
-    config = bundle.get("runtime_config") or []
-    runtime_conf = (
+    return runtime + (f"; not found: {', '.join(missing)}" if missing else "")
+
+
+def _runtime_config_text(config: list[dict]) -> str:
+    return (
         ", ".join(f"{v['name']}=<redacted>" if v.get("redacted") else f"{v['name']}={v['value']}" for v in config)
         or "none of FLAGOS_*, GEMS_*, FLAGGEMS_*, TRITON_*, HF_*, TRANSFORMERS_*, TORCH_DEVICE_BACKEND_AUTOLOAD is set"
     )
-    return [
-        {"field": "Platform", "value": platform},
-        {"field": "Python Version", "value": python},
-        {"field": "PyTorch Version", "value": pytorch},
-        {"field": "torch_fl Version/Branch", "value": torch_fl},
-        {"field": "CUDA/MACA/CANN/MUSA Version", "value": runtime},
-        {"field": "FlagGems Version", "value": package("flag_gems")},
-        {"field": "Runtime Configuration", "value": runtime_conf},
-    ]
 
 
 def collect(options: ReportOptions, progress=lambda step: None) -> dict:

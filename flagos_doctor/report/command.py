@@ -8,9 +8,11 @@ in nor importable and a ``--survey``/``--compare`` file that is no survey result
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 from flagos_doctor import checks, output, stacks
+from flagos_doctor.errors import BadInput
 from flagos_doctor.options import ReportOptions
 from flagos_doctor.report import bundle as bundle_mod
 from flagos_doctor.report import markdown  # noqa: F401  (registers the report's Markdown view)
@@ -18,11 +20,19 @@ from flagos_doctor.report import markdown  # noqa: F401  (registers the report's
 
 def run(options: ReportOptions) -> int:
     checks.interpreter(options.python, "--python")
-    stacks.check(options.stack, options.python)
     checks.writable_file(options.json_path, "--json")
     checks.writable_file(options.markdown_path, "--markdown")
+    from_explain = False
     if options.explain:  # a file the user named must be readable before the probe's minute starts
-        bundle_mod.explain_piece_or_raise(options.explain)
+        named = bundle_mod.explain_piece_or_raise(options.explain).get("stack")
+        if options.stack is None and named:  # the stack the program ran on is the one to probe
+            options, from_explain = dataclasses.replace(options, stack=named), True
+    try:
+        stacks.check(options.stack, options.python)
+    except BadInput as exc:
+        if not from_explain:
+            raise
+        raise BadInput(f"{exc.message} (give --stack to probe another)", f"{options.explain}: field stack")
 
     def progress(step: str) -> None:
         print(f"flagos-doctor: report: {step}...", file=sys.stderr, flush=True)

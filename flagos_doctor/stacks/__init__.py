@@ -88,7 +88,7 @@ def not_importable(name: str) -> BadInput:
     return BadInput(f"no stack or importable module {excerpt(name)}; stacks: {', '.join(names())}", "--stack")
 
 
-def check(name: str | None, python: str, env: dict | None = None) -> None:
+def check(name: str | None, python: str, env: dict | None = None, timeout: float = 60.0) -> None:
     """Parent. Refuse ``--stack name`` before any work when it is neither a built-in stack
     nor a module ``python`` can find (``importlib.util.find_spec`` in a short child under
     the children's import-path policy, which imports no stack)."""
@@ -102,7 +102,7 @@ def check(name: str | None, python: str, env: dict | None = None) -> None:
     finder = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 1)"
     try:
         found = subprocess.run([python, "-c", finder, name], env=child_env(env), stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60).returncode == 0
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return  # the interpreter itself is checked apart (checks.interpreter); the child will say
     if not found:

@@ -38,6 +38,8 @@ class Stack:
     # -- probe and report (data, read on both sides) -----------------------------------
     #: The modules the probe's child and the report's env child import, in order.
     probe_imports: tuple[str, ...] = ()
+    #: How to make :attr:`probe_imports` importable when they are not (the probe's notice).
+    install_hint: str | None = None
     #: The device type the stack offers, when known without importing it (the report's
     #: bundle says it); None: the report's env child asks :meth:`describe_for_report`.
     device_type: str | None = None

@@ -13,7 +13,22 @@ from __future__ import annotations
 
 import importlib
 
+from flagos_doctor.errors import BadInput
 from flagos_doctor.stacks.base import Stack, dist_version
+
+
+def device_of(module, name: str, function: str = "setup") -> str:
+    """Child. What ``module.setup()`` (or ``baseline()``) returns, a device string; BadInput
+    naming the module when it has no such function or it returns nothing (None, '')."""
+    call = getattr(module, function, None)
+    if not callable(call):
+        raise BadInput(f"module {name} has no {function}() -> device string (what a survey stack module needs)",
+                       "--stack")
+    device = call()
+    if device is None or not str(device):  # (a torch.device is as good as its string)
+        raise BadInput(f"{name}.{function}() returned {device!r}, not a device string "
+                       "such as 'cuda' or 'flagos:0'", "--stack")
+    return str(device)
 
 
 class ModuleStack(Stack):
@@ -31,13 +46,13 @@ class ModuleStack(Stack):
 
     # -- child ------------------------------------------------------------------------
     def setup(self) -> str:
-        return str(importlib.import_module(self.name).setup())
+        return device_of(importlib.import_module(self.name), self.name)
 
     def setup_baseline(self) -> str:
         module = importlib.import_module(self.name)
         if not hasattr(module, "baseline"):
             return super().setup_baseline()
-        return str(module.baseline())
+        return device_of(module, self.name, "baseline")
 
     def baseline_label(self) -> str | None:
         return f"{self.name}.baseline()" if hasattr(importlib.import_module(self.name), "baseline") else None

@@ -21,6 +21,8 @@ class TorchFLStack(Stack):
     name = "torch_fl"
     description = "Torch-FL, its flagos device"
     probe_imports = ("torch_fl",)
+    install_hint = ("build it with `python -m flagos_doctor.torch_fl_build` (no clone needed) and set the "
+                    "`PYTHONPATH=...` line it prints, then run this again")
     device_type = "flagos"
 
     #: The route its baseline forces on every surveyed overload (``--native-route``).

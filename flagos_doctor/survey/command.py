@@ -66,8 +66,9 @@ def _validate(options: SurveyOptions) -> None:
     if options.baseline not in BASELINES:
         raise BadInput(f"--baseline must be one of {', '.join(BASELINES)}, not {options.baseline!r}")
     checks.repeats(options.repeats)
-    checks.interpreter(options.python, "--python")
-    stacks.check(options.stack, options.python)
+    asked = min(options.start_timeout, 60.0)  # a hanging --python is refused within --start-timeout
+    checks.interpreter(options.python, "--python", asked)
+    stacks.check(options.stack, options.python, timeout=asked)
     if options.hints is not None and not options.hints:
         raise BadInput("--hints needs a survey results file")
     # Every place the survey will write, tried now: not after an hour of cases.
@@ -134,7 +135,7 @@ def _stack_failed(exc: pool_module.StackFailed, stack: str):
     if exc.missing:
         raise stacks.not_importable(stack)
     if exc.bad_input:
-        raise BadInput(exc.bad_input, "--device")
+        raise BadInput(exc.bad_input, exc.where)
     raise SurveyFailed(str(exc))
 
 
@@ -387,7 +388,8 @@ def _render(survey: Survey) -> int:
     options, output_path = survey.options, survey.journal.output
     if not options.quiet and not survey.tasks and not survey.this_run.get("confirm", {}).get("ran"):
         output_console(stderr=True).print(
-            f"complete: {len(survey.selected)} overloads from {output_path}, nothing run; --rerun to run them again")
+            f"complete: {len(survey.selected)} overloads from {output_path}, nothing run; --rerun to run them again",
+            markup=False)
     # The results file holds the survey by now: a store or a copy that cannot be written
     # (a full disk) is one line after the summary, and nothing is lost.
     unwritten = survey.unwritten
@@ -398,7 +400,8 @@ def _render(survey: Survey) -> int:
     except BadInput as exc:
         unwritten = unwritten or exc
     if not options.quiet and survey.provenance.get("store_path"):
-        output_console(stderr=options.json_path == "-").print(f"filed in the store: {survey.provenance['store_path']}")
+        output_console(stderr=options.json_path == "-").print(f"filed in the store: {survey.provenance['store_path']}",
+                                                                   markup=False)
     if survey.interrupted:
         raise KeyboardInterrupt
     if unwritten is not None:
@@ -460,7 +463,7 @@ def _already_complete(survey: Survey) -> int:
             markup=False)
     output.emit(doc, {"census": options.census_path, "json": options.json_path},
                 terminal=None if options.quiet else output.STDOUT_ELSE_STDERR,
-                options={output.TERMINAL: {"output": journal.output}})
+                options={output.TERMINAL: {"output": journal.output, "ran": False}})
     return _exit_code(options, doc, survey.selected)
 
 

@@ -41,9 +41,10 @@ MAX_IDLE_DEATHS = 2
 class StackFailed(Exception):
     """A worker could not set the stack up (``missing``: the stack module does not exist)."""
 
-    def __init__(self, message: str, missing: bool = False, bad_input: str | None = None):
+    def __init__(self, message: str, missing: bool = False, bad_input: str | None = None, where: str = "--device"):
         super().__init__(message)
         self.missing = missing
+        self.where = where
         self.bad_input = bad_input  # the user's option at fault (--device), its message alone
 
 
@@ -163,7 +164,8 @@ class WorkerProcess:
         if record.get("record") != "ready":
             self.close()
             raise StackFailed(f"stack {config.stack!r} failed to start: {record.get('error')}", bool(record.get("missing")),
-                              str(record.get("error", "")).split(": ", 1)[-1] if record.get("bad_input") else None)
+                              str(record.get("error", "")).split(": ", 1)[-1] if record.get("bad_input") else None,
+                              record.get("where") or "--device")
         self.ready = record
         self.start_seconds = time.monotonic() - clock
 

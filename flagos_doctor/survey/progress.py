@@ -6,6 +6,8 @@ progress bar from counts the command hands it, the table from the results docume
 
 from __future__ import annotations
 
+from rich.markup import escape
+
 from flagos_doctor import output
 from flagos_doctor.results import groups, model
 from flagos_doctor.stacks import torch_fl_bindings as bindings
@@ -48,7 +50,7 @@ class LiveProgress:
         counts = " ".join(
             f"[{_STYLE[v]}]{v.lower()}={self.counts[v]}[/]" for v in model.VERDICTS if self.counts.get(v)
         )
-        current = ", ".join(sorted(self._running))[:60]
+        current = escape(", ".join(sorted(self._running))[:60])
         return {"counts": counts, "current": current}
 
     def begin(self, name: str) -> None:
@@ -64,7 +66,7 @@ class LiveProgress:
 
     def note(self, text: str) -> None:
         if self._progress:
-            self._progress.console.print(f"[dim]{text}")
+            self._progress.console.print(f"[dim]{escape(text)}")
 
     def stop(self) -> None:
         if self._progress:
@@ -73,8 +75,9 @@ class LiveProgress:
 
 
 @output.register(model.RESULTS_SCHEMA, output.TERMINAL)
-def show_summary(document: dict, console, output: str | None = None) -> None:
-    """The final summary table of a results document; ``output``: its results file."""
+def show_summary(document: dict, console, output: str | None = None, ran: bool = True) -> None:
+    """The final summary table of a results document; ``output``: its results file; ``ran``:
+    False when this command ran nothing (the file was complete), so no run's time is shown."""
     from rich.table import Table
 
     summary = document["summary"]
@@ -83,7 +86,7 @@ def show_summary(document: dict, console, output: str | None = None) -> None:
     title = f"survey of {provenance.get('stack', '?')} on {device.get('string', '?')}"
     if device.get("name"):
         title += f" ({device['name']})"
-    console.print(f"[bold]{title}")
+    console.print(f"[bold]{escape(title)}")
     table = Table()
     table.add_column("verdict")
     table.add_column("overloads", justify="right")
@@ -93,17 +96,19 @@ def show_summary(document: dict, console, output: str | None = None) -> None:
             table.add_row(f"[{_STYLE[verdict]}]{verdict}[/]", str(count))
     table.add_row("[bold]registered", f"[bold]{summary['registered']}")
     console.print(table)
-    statuses = "  ".join(f"{k}={v}" for k, v in summary["statuses"].items())
-    routes = "  ".join(f"{k}={v}" for k, v in summary.get("routes", {}).items())
+    order = {status: index for index, status in enumerate(model.CASE_STATUSES)}
+    statuses = "  ".join(f"{k}={v}" for k, v in sorted(summary["statuses"].items(),
+                                                         key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+    routes = "  ".join(f"{k}={v}" for k, v in sorted(summary.get("routes", {}).items()))
     console.print(f"tested {summary['tested']}  basic {summary['basic']}  strict {summary['strict']}")
-    console.print(f"cases: {statuses}")
-    console.print(f"routes: {routes}")
+    console.print(f"cases: {escape(statuses)}")
+    console.print(f"routes: {escape(routes)}")
     if summary.get("fallback_passes"):
         names = ", ".join(summary["fallback_overloads"][:8])
         more = len(summary["fallback_overloads"]) - 8
         console.print(
             f"[yellow]{summary['fallback_passes']} PASS case(s) ran through the CPU fallback, not a kernel:[/] "
-            f"{names}{f' (+{more})' if more > 0 else ''}"
+            f"{escape(names)}{f' (+{more})' if more > 0 else ''}"
         )
     _render_missing(document, console)
     _render_confirmed(document, console)
@@ -117,11 +122,11 @@ def show_summary(document: dict, console, output: str | None = None) -> None:
         culprit = case.get("poisoned_by")
         if culprit:  # its first run's sticky error was another case's (survey/replay.py)
             why = f"{why} in its first run, left there by {model.poisoned_by_text(culprit)} (replayed)"
-        console.print(f"[red]{case['status']}[/] {name} [{case['profile']}]: {why}")
+        console.print(f"[red]{case['status']}[/] " + escape(f"{name} [{case['profile']}]: {why}"))
     if len(bad) > 10:
         console.print(f"[red]... and {len(bad) - 10} more crash/timeout/poison cases")
-    _render_times(document, console)
-    console.print(f"census sha256 {document['census_sha256'][:16]}  results: {output}")
+    _render_times(document, console, ran)
+    console.print(f"census sha256 {document['census_sha256'][:16]}  results: {escape(str(output))}")
 
 
 #: Failure groups the summary shows; the results JSON keeps them all, with every member.
@@ -137,8 +142,6 @@ def _render_groups(document: dict, console) -> None:
     and failed once, and overloads torch lacks: listed as "failures", they filled the
     summary of a survey whose every verdict was STRICT.
     """
-    from rich.markup import escape
-
     found = document.get("failure_groups")
     if found is None:
         found = groups.failure_groups(document.get("overloads") or {})
@@ -169,13 +172,13 @@ def _render_missing(document: dict, console) -> None:
         missing = document["summary"]["missing_functions"]
         shown = ", ".join(f"{name} -> {function}" for name, function in list(missing.items())[:8])
         more = len(missing) - 8
-        console.print(f"[magenta]{line}:[/] {shown}{f' (+{more})' if more > 0 else ''}")
+        console.print(f"[magenta]{escape(line)}:[/] {escape(shown)}{f' (+{more})' if more > 0 else ''}")
     static = provenance.get("flag_gems_bindings") or {}
     if static.get("calls"):
-        console.print(
+        console.print(escape(
             f"static check of {static['library']}: it calls {static['calls']} FlagGems functions, "
             f"{len(static.get('missing') or {})} not in flag_gems {provenance.get('flag_gems')}"
-            + (f" ({len(static['overloads'])} bound overloads)" if "overloads" in static else ""))
+            + (f" ({len(static['overloads'])} bound overloads)" if "overloads" in static else "")))
 def _render_confirmed(document: dict, console) -> None:
     """Failures the native path shares, FLAKY cases, and when the verdicts were measured."""
     from flagos_doctor.results.verdicts import is_native_also
@@ -185,15 +188,15 @@ def _render_confirmed(document: dict, console) -> None:
     cases = [(name, case) for name, entry in document["overloads"].items() for case in entry["cases"]]
     shared = [(name, case) for name, case in cases if is_native_also(case)]
     if shared:
-        console.print(f"[cyan]{len(shared)} failing case(s) fail the same way on {label}: not counted[/] "
+        console.print(f"[cyan]{len(shared)} failing case(s) fail the same way on {escape(label)}: not counted[/] "
                       f"(in {len(summary.get('native_also_overloads', []))} overload(s))")
         for name, case in shared[:10]:
-            console.print(f"  {name} [{case['profile']}]: {case['status']}, and {label} is {case['status']} too")
+            console.print(escape(f"  {name} [{case['profile']}]: {case['status']}, and {label} is {case['status']} too"))
         if len(shared) > 10:
             console.print(f"  ... and {len(shared) - 10} more")
     flaky = [(name, case) for name, case in cases if case["status"] == model.FLAKY]
     for name, case in flaky[:10]:
-        console.print(f"[yellow]FLAKY[/] {name} [{case['profile']}]: " + ", ".join(case.get("repeats", [])))
+        console.print("[yellow]FLAKY[/] " + escape(f"{name} [{case['profile']}]: " + ", ".join(case.get("repeats", []))))
     if len(flaky) > 10:
         console.print(f"[yellow]... and {len(flaky) - 10} more FLAKY cases")
     measured: dict = {}
@@ -202,16 +205,16 @@ def _render_confirmed(document: dict, console) -> None:
             measured[entry["measured"]] = measured.get(entry["measured"], 0) + 1
     if measured:
         console.print("verdicts measured by the run started " + "; ".join(
-            f"{when}: {count}" for when, count in sorted(measured.items())))
+            f"{when}: {count}" for when, count in sorted(measured.items())), markup=False)
 
 
-def _render_times(document: dict, console) -> None:
+def _render_times(document: dict, console, ran: bool = True) -> None:
     """This run's time and worker starts, and the slowest cases (a kernel that compiles or
     autotunes for minutes shows here before it shows as a TIMEOUT)."""
     runs = (document.get("provenance") or {}).get("runs") or []
     run = runs[-1] if runs else {}
     starts = run.get("worker_starts") or {}
-    if run.get("seconds") is not None:
+    if ran and run.get("seconds") is not None:
         line = f"this run: {run['seconds']:.1f} s"
         if starts.get("count"):
             line += f", {starts['count']} worker start(s), median {starts['median_s']} s, longest {starts['max_s']} s"
@@ -223,4 +226,4 @@ def _render_times(document: dict, console) -> None:
     )[:3]
     if timed and timed[0][0] >= 1.0:
         console.print("slowest cases: " + ", ".join(
-            f"{name} [{case['profile']}] {seconds:.1f} s" for seconds, name, case in timed))
+            f"{name} [{case['profile']}] {seconds:.1f} s" for seconds, name, case in timed), markup=False)

@@ -30,6 +30,7 @@ import time
 import traceback
 
 from flagos_doctor.channel import ChildChannel
+from flagos_doctor.errors import BadInput
 from flagos_doctor import stacks
 from flagos_doctor.stacks import evidence
 from flagos_doctor.results import case as case_record, model
@@ -114,10 +115,11 @@ class Worker:
             self.channel.emit(
                 {
                     "record": "setup_error",
-                    "error": f"{type(exc).__name__}: {exc}",
+                    "error": f"{type(exc).__name__}: {getattr(exc, 'message', exc)}",
                     "traceback": traceback.format_exc()[-2000:],
                     "missing": missing,
-                    "bad_input": isinstance(exc, BadDevice),
+                    "bad_input": isinstance(exc, (BadDevice, BadInput)),
+                    "where": getattr(exc, "where", None) or "--device",  # the option at fault
                 }
             )
             return False
