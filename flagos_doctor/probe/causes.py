@@ -211,18 +211,8 @@ def find_causes(events: list[dict], failure: dict, decisions: list[dict] | None 
     return _direct_causes(events, failure, decisions) + find_chains(events, failure, decisions)
 
 
-def _direct_causes(events: list[dict], failure: dict, decisions: list[dict] | None = None) -> list[dict]:
-    """Reads of a redirected probe on the failure's path (the module docstring's rule)."""
-    decisions = decisions or []
-    frames = [(depth, f) for depth, f in enumerate(failure.get("traceback") or [])]
-    for cause in failure.get("causes") or []:
-        if cause.get("at"):
-            frames.append((len(frames), cause["at"]))
-    if not frames:
-        return []
-    by_seq = {e["seq"]: e for e in events}
-    saved = {e["saves"]: e["probe"] for e in events if e.get("saves")}
-    step = failure.get("step")
+def _candidates(events: list[dict], frames: list, step: str | None, decisions: list[dict]) -> list[tuple]:
+    """The reads that decided a frame of the traceback: (decided, read, answer, original, driver)."""
     candidates = []
     for read in events:
         if read.get("kind") != "read" or not read.get("saw") or (step and read.get("step") != step):
@@ -244,6 +234,22 @@ def _direct_causes(events: list[dict], failure: dict, decisions: list[dict] | No
             if driver is not None and (driver.get("is_active") or {}).get(backend) is not True:
                 continue  # this backend said no in the end (HIP also needs torch.version.hip)
         candidates.append((decided, read, answer, original, driver))
+    return candidates
+
+
+def _direct_causes(events: list[dict], failure: dict, decisions: list[dict] | None = None) -> list[dict]:
+    """Reads of a redirected probe on the failure's path (the module docstring's rule)."""
+    decisions = decisions or []
+    frames = [(depth, f) for depth, f in enumerate(failure.get("traceback") or [])]
+    for cause in failure.get("causes") or []:
+        if cause.get("at"):
+            frames.append((len(frames), cause["at"]))
+    if not frames:
+        return []
+    by_seq = {e["seq"]: e for e in events}
+    saved = {e["saves"]: e["probe"] for e in events if e.get("saves")}
+    step = failure.get("step")
+    candidates = _candidates(events, frames, step, decisions)
     if not candidates:
         return []
     deepest = max(c[0][0] for c in candidates)
@@ -347,7 +353,7 @@ def _chain_cause(read, write, entry, symptom, failure, saved) -> dict:
         f"(1) {_place(writer, True) if writer else 'an unknown writer'} redirected {read['probe']} to answer "
         f"{answer} (the original answers {original})",
         f"(2) {_place(read.get('where'), True)} read it"
-        + (f" and handed the answer to {through['file']}:{through['line']}, which" if through else ", and") + f" {took}",
+        + (" and handed the answer to its caller, which" if through else ", and") + f" {took}",
         f"(3) so {skipped}",
         f"(4) {_place(frame, True)} {how}, which that code would have replaced",
     ]
