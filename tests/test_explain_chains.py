@@ -134,3 +134,42 @@ def test_three_thousand_failures_stay_within_every_views_budget(tmp_path):
     report = run_cli("report", "--stack", "demo", "--explain", str(tmp_path / "why.json"), cwd=str(tmp_path))
     assert report.returncode == 0, report.stderr
     assert len(report.stdout) <= 60_000 and "2975 more failures not listed" in report.stdout
+
+
+GUARD_MODULE = '''import torch
+from torch import Tensor
+
+
+def _install_alias():
+    torch.device = object
+    Tensor.cuda = None
+    setattr(torch.cuda, "current_device", None)
+
+
+def alias():
+    if torch.cuda.is_available():
+        return
+    local = object()
+    local.attribute = 1
+    _install_alias()
+'''
+
+
+def test_the_skipped_code_names_the_writes_of_the_module_functions_it_calls(tmp_path):
+    from flagos_doctor.probe import decisions
+    from flagos_doctor.probe.finding import skipped_words
+
+    path = tmp_path / "guarded.py"
+    path.write_text(GUARD_MODULE)
+    guard = GUARD_MODULE.splitlines().index("    if torch.cuda.is_available():") + 1
+    decision = decisions.source_decision(str(path), guard, "is_available", True)
+    skipped = decision["skipped"]
+    assert skipped["lines"] == [guard + 2, guard + 4] and skipped["ended_by"] == "return"
+    assert skipped["calls"] == [{"call": "_install_alias()", "line": guard + 4,
+                                 "writes": ["torch.device", "torch.Tensor.cuda", "torch.cuda.current_device"]}]
+    assert skipped_words(skipped) == (f"lines {guard + 2}-{guard + 4} never ran, which would have written "
+                                      f"`_install_alias()` (line {guard + 4}) -> torch.device, torch.Tensor.cuda, "
+                                      "torch.cuda.current_device")
+    # With the other answer only the `return` is skipped, and it writes nothing.
+    other = decisions.source_decision(str(path), guard, "is_available", False)["skipped"]
+    assert other == {"lines": [guard + 1, guard + 1], "ended_by": None, "writes": [], "calls": []}
