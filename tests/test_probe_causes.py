@@ -132,7 +132,9 @@ def test_the_engine_takes_a_failure_without_its_step_as_explain_gives_it(replica
     (cause,) = causes.find_causes(replica["events"], failure, decisions)
     assert cause["probe"] == "torch.cuda.is_available" and cause["how"] == "decided-call"
     assert cause["reader"]["file"] == "triton/backends/nvidia/driver.py"
-    assert cause["frame"] == next(f for f in compiled["traceback"] if f["function"] == "_create_driver")
+    frame = next(f for f in compiled["traceback"] if f["function"] == "_create_driver")
+    assert frame["code"] == "return active_drivers[0]()"  # the line's text: what a cause chain reads
+    assert cause["frame"] == {k: frame[k] for k in ("file", "line", "function")}
     assert cause["frame"]["file"] == "triton/runtime/driver.py"
     assert cause["writer"]["file"] == "flagos_doctor/demo/__init__.py"
     assert (cause["answer"], cause["original_answer"]) == ("True", "False")

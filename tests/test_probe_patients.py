@@ -125,7 +125,9 @@ def test_autoload_failure_keeps_the_cause_chain(tmp_path_factory):
     (cause,) = outcome["causes"]
     assert cause["error"].startswith("OSError: libvendor_runtime.so: cannot open shared object file")
     assert cause["explicit"] is True
-    assert cause["at"] == {"file": "brokenplug/__init__.py", "line": 5, "function": "_load_vendor_runtime"}
+    assert cause["at"] == {"file": "brokenplug/__init__.py", "line": 5, "function": "_load_vendor_runtime",
+                           "code": 'raise OSError("libvendor_runtime.so: cannot open shared object file: No such file '
+                                   'or directory")'}  # the line's text: what a cause chain reads
     (failed,) = findings(document, "import-failed")
     assert "Caused by: OSError: libvendor_runtime.so: cannot open shared object file" in failed["message"]
     assert "(raised in brokenplug/__init__.py:_load_vendor_runtime, line 5)" in failed["message"]

@@ -238,3 +238,19 @@ def test_survey_provenance_of_the_real_build_and_the_users_commit(site, tmp_path
     assert torch_fl["commit_found"] == COMMIT and torch_fl["version"] == "0.1.0"
     assert torch_fl["commit_found_source"].startswith("flagos-doctor build record (tarball ")
     assert provenance["store_key"] == "5e0f2aa"
+
+
+def test_the_alias_guards_early_return_names_what_it_would_skip(source):
+    # What a stale guard would say on torch_fl: read from its own source, as the probe's child does.
+    path, text = source
+    lines = text.splitlines()
+    start = next(n for n, line in enumerate(lines, start=1) if line.startswith("def _alias_cuda_to_flagos"))
+    guard = next(n for n, line in enumerate(lines, start=1) if n > start and line.strip() == "if torch.cuda.is_available():")
+    decision = decisions.source_decision(path, guard, "is_available", True)
+    assert decision["now"] == f"line {guard + 1}: `return`"
+    skipped = decision["skipped"]
+    assert skipped["ended_by"] == "return" and skipped["lines"][0] == guard + 2
+    written = {w["name"]: w["line"] for w in skipped["writes"]}
+    for name, assigned in (("torch.device", "torch.device = device"), ("torch.Tensor.cuda", "torch.Tensor.cuda = _tensor_cuda"),
+                           ("torch.cuda.current_device", "torch.cuda.current_device = flagos.current_device")):
+        assert written[name] == next(n for n, line in enumerate(lines, start=1) if n > start and line.strip() == assigned)

@@ -19,6 +19,7 @@ As a survey stack it offers :func:`setup`, returning the device string.
 """
 
 import os
+import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_CONF = os.path.join(_HERE, "backends_demo.conf")
@@ -94,7 +95,8 @@ def _alias_cuda_to_flagos() -> None:
     class device(metaclass=_DeviceMeta):
         """``torch.device`` with ``cuda`` read as ``flagos``."""
 
-        def __new__(cls, kind=None, index=None):
+        def __new__(cls, kind=None, index=None, type=None):  # noqa: A002  (torch.device's keyword)
+            kind = type if kind is None else kind
             if isinstance(kind, real_device):
                 kind = str(kind)
             kind = translate(kind)
@@ -108,6 +110,7 @@ def _alias_cuda_to_flagos() -> None:
 
     cuda.__wrapped__ = real_tensor_cuda
     torch.device = device
+    _keep_device_checks(real_device, device)
     torch.Tensor.cuda = cuda
     torch.cuda.is_available = torch.flagos.is_available
     torch.cuda.device_count = torch.flagos.device_count
@@ -115,12 +118,73 @@ def _alias_cuda_to_flagos() -> None:
     torch.cuda.set_device = torch.flagos.set_device
     torch.cuda.synchronize = torch.flagos.synchronize
     torch.cuda.get_device_properties = torch.flagos.get_device_properties
+    # What torch.compile asks once is_available() says yes (dynamo saves and restores the
+    # device's random state around each frame), as torch_fl's compile phase provides.
+    torch.cuda.get_rng_state = torch.flagos.get_rng_state
+    torch.cuda.set_rng_state = torch.flagos.set_rng_state
+
+
+def _flagos_compiler(gm, example_inputs):
+    # The demo device has no code generator: Inductor has none for ``flagos``, and a flagos
+    # tensor's data lives in a CPU tensor. Dynamo traces the graph (its guards and state
+    # saving run as for any device); the graph then runs op by op on the device's kernels.
+    return gm.forward
+
+
+class _AfterImport:
+    """Runs ``then(module)`` once ``name`` is imported: importing dynamo here would cost every
+    import of the demo seconds (a survey worker's included)."""
+
+    def __init__(self, name: str, then):
+        self.name, self.then = name, then
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self.name:
+            return None
+        import importlib.machinery
+
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            run, then = spec.loader.exec_module, self.then
+
+            def exec_module(module):
+                run(module)
+                then(module)
+
+            spec.loader.exec_module = exec_module
+        return spec
+
+
+def after_import(name: str, then) -> None:
+    """``then(module)`` now if ``name`` is imported, else right after its import."""
+    if name in sys.modules:
+        then(sys.modules[name])
+    else:
+        sys.meta_path.insert(0, _AfterImport(name, then))
+
+
+def _keep_device_checks(real_device, alias) -> None:
+    # As torch_fl does: two torch registries compare with torch.device by identity. FX
+    # emits a device constant through the ``device`` builtin, and dynamo wraps values whose
+    # type is in common_constant_types; a constructed device is always the real class.
+    from torch.fx.graph import _register_custom_builtin
+
+    _register_custom_builtin("device", "from torch import device", alias)
+    after_import("torch._dynamo.utils", lambda utils: utils.common_constant_types.add(real_device))
+
+
+def _register_compile_backend() -> None:
+    # Like torch_fl's compile phase: a dynamo backend named after the device.
+    after_import("torch._dynamo.backends.registry",
+                 lambda registry: registry.register_backend(name="flagos")(_flagos_compiler))
 
 
 _register_device()
 _register_kernels()
 _patch_vendor_compat()
 _alias_cuda_to_flagos()
+_register_compile_backend()
 
 
 def setup() -> str:

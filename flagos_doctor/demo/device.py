@@ -61,6 +61,8 @@ class _DeviceProperties:
     total_memory = 0
     multi_processor_count = 1
     major, minor = 0, 0
+    # Inductor names the device of a build without torch.version.cuda by this (ROCm's field).
+    gcnArchName = "flagos-demo"
 
     def __repr__(self):
         return f"_FlagosDeviceProperties(name={self.name!r})"

@@ -1,7 +1,8 @@
 """The demo stack's ATen kernels for the PrivateUse1 key, registered with ``torch.library``.
 
 A ``flagos`` tensor is a storage-less tensor made by ``torch._C._acc.create_empty_tensor``
-that carries its data as a CPU tensor in ``_flagos_data``. Every kernel unwraps its
+whose data is a CPU tensor kept by its storage (:data:`_DATA`), so C++'s own detach and
+alias (sharing the storage) keep it: ``nn.Parameter``s and buffers live on the device. Every kernel unwraps its
 arguments to those CPU tensors, runs the ATen overload on them and wraps the results;
 in-place and ``out=`` overloads return the very tensors they were given, as ATen does.
 
@@ -19,6 +20,7 @@ Three kinds of registration, as in torch_fl:
 from __future__ import annotations
 
 import os
+import weakref
 from collections import Counter
 
 import torch
@@ -52,8 +54,6 @@ _PLUMBING = (
     "_unsafe_view",
     "as_strided",
     "_reshape_alias",
-    "detach",
-    "alias",
     "_local_scalar_dense",
     "resize_",
     "set_.source_Tensor",
@@ -74,18 +74,31 @@ def resolve(name: str):
     return getattr(getattr(torch.ops.aten, op), overload or "default")
 
 
+#: The CPU data of each flagos tensor, by its storage. Not an attribute of the tensor: torch
+#: detaches and aliases in C++ (``nn.Parameter`` makes its subclass from ``t.detach()``,
+#: whose Python object must not exist yet), and the alias shares only the storage. An entry
+#: goes when its storage does (torch keeps a storage's Python object as long as the storage).
+_DATA: dict[int, torch.Tensor] = {}
+
+
+def _remember(tensor, data) -> None:
+    storage = tensor.untyped_storage()
+    _DATA[storage._cdata] = data
+    weakref.finalize(storage, _DATA.pop, storage._cdata, None)
+
+
 def wrap(value):
     if isinstance(value, torch.Tensor) and value.device.type in ("cpu", "meta"):
         tensor = torch._C._acc.create_empty_tensor(list(value.shape), value.dtype)
         if value.device.type == "cpu":
-            tensor._flagos_data = value
+            _remember(tensor, value)
         return tensor
     return value
 
 
 def unwrap(value):
     if isinstance(value, torch.Tensor) and value.device.type not in ("cpu", "meta"):
-        data = getattr(value, "_flagos_data", None)
+        data = _DATA.get(value.untyped_storage()._cdata)
         if data is None:
             # A data-less flagos tensor: torch.compile's fake tensors make these while
             # tracing. Shapes and dtypes are all they need, so meta tensors serve.
@@ -158,6 +171,17 @@ def _plumbing_kernel(op):
     return kernel
 
 
+def _view(tensor, size):
+    # A flagos tensor's metadata is contiguous whatever its CPU data's strides (a transposed
+    # view's data is not): view where the data allows, else a copy, as reshape would.
+    data = unwrap(tensor)
+    with _disable_current_modes():
+        try:
+            return wrap(data.view(size))
+        except RuntimeError:
+            return wrap(data.reshape(size))
+
+
 def _copy_from(src, dst, non_blocking=False):
     dst_cpu = unwrap(dst)
     dst_cpu.copy_(unwrap(src))
@@ -209,6 +233,8 @@ def register(routed: list[str]) -> list[str]:
             lib.impl(name, _copy_from, "PrivateUse1")
         elif name == "_copy_from_and_resize":
             lib.impl(name, _copy_from_and_resize, "PrivateUse1")
+        elif name == "view":
+            lib.impl(name, _view, "PrivateUse1")
         else:
             lib.impl(name, _plumbing_kernel(resolve(name)), "PrivateUse1")
     registered = []

@@ -5,24 +5,44 @@ from __future__ import annotations
 
 from flagos_doctor import output
 from flagos_doctor.explain import SCHEMA
-from flagos_doctor.explain.common import command_text, failure_title, headline, no_cause_text, raised_at, tests_text
+from flagos_doctor.explain.common import (cause_texts, command_text, failure_title, headline, listed_findings,
+                                          no_cause_text, raised_at, shown_failures, tests_text)
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, code, details
 from flagos_doctor.probe.formats.common import event_line, interesting_probes, value_text
 
 
 def failures_lines(document: dict, level: str = "###") -> list[str]:
-    """The failures and their causes (the part ``report --explain`` embeds too)."""
-    causes = {c["id"]: c for c in document["causes"]}
+    """The failures and their causes (the part ``report --explain`` embeds too): at most
+    :data:`~flagos_doctor.explain.common.SHOWN_FAILURES`, the rest counted; a cause said
+    again is a pointer to the failure that said it first."""
+    texts = cause_texts(document)
+    shown, left = shown_failures(document)
     out = [f"{level} Failures", ""]
     if not document["failures"]:
         out.append("None.")
-    for failure in document["failures"]:
+    for failure in shown:
         at = raised_at(failure)
         out.append(f"- **#{failure['id']}** {failure_title(failure)}" + (f" (raised in {code(at)})" if at else ""))
         for cause_id in failure["causes"]:
-            out.append(f"  - **cause**: {causes[cause_id]['message']}")
+            out.append(f"  - **cause**: {texts[cause_id]}")
         if not failure["causes"]:
             out.append(f"  - {no_cause_text(document)}")
+    if left:
+        out.append(f"- {left}.")
+    return out + [""]
+
+
+def findings_lines(document: dict, level: str = "###") -> list[str]:
+    """The run's findings (stale-guard, alias-missing, ...), errors and warnings listed."""
+    listed, rest = listed_findings(document)
+    if not listed and not rest:
+        return []
+    out = [f"{level} Findings of the run", ""]
+    for finding in listed:
+        probe = f" `{finding['probe']}`" if finding.get("probe") else ""
+        out.append(f"- **{finding['severity']}** {finding['kind']}{probe}: {finding['message']}")
+    if rest:
+        out.append(f"- {rest}.")
     return out + [""]
 
 
@@ -44,7 +64,8 @@ def render(document: dict, max_chars: int = DEFAULT_MAX_CHARS,
     for notice in document.get("notices", []):
         out.append(f"> {notice}")
     page.add(out + [""] + failures_lines(document))
-    for failure in document["failures"]:
+    page.add(findings_lines(document), 1, "the run's findings")
+    for failure in shown_failures(document)[0]:
         if failure.get("traceback"):
             page.add(details(f"Traceback of failure #{failure['id']}", traceback_lines(failure)), 1,
                      f"the traceback of failure #{failure['id']}")

@@ -214,7 +214,9 @@ def frames(tracer, tb) -> list[dict]:
         path = frame.filename
         if path.startswith("<frozen") or os.path.abspath(path).startswith(own):
             continue
-        out.append({"file": tracer.short(path), "path": path, "line": frame.lineno, "function": frame.name})
+        # ``code``: the line's text, where a cause chain finds what the failing line used.
+        out.append({"file": tracer.short(path), "path": path, "line": frame.lineno, "function": frame.name,
+                    "code": (frame.line or "")[:200]})
     if len(out) > MAX_FRAMES:
         out = out[:10] + out[-(MAX_FRAMES - 10):]
     return out

@@ -1,4 +1,6 @@
-"""The rich terminal view of ``explain`` (on stderr: stdout is the program's)."""
+"""The rich terminal view of ``explain`` (on stderr: stdout is the program's): the failures and
+their causes, then the run's findings, then a one-line count of the watched probes the run
+wrote (the JSON has each event). Bounded whatever the number of failures (:data:`SHOWN_FAILURES`)."""
 
 from __future__ import annotations
 
@@ -6,8 +8,46 @@ from rich.markup import escape
 
 from flagos_doctor import output
 from flagos_doctor.explain import SCHEMA
-from flagos_doctor.explain.common import failure_title, headline, no_cause_text, raised_at, tests_text
-from flagos_doctor.probe.formats.common import event_line, interesting_probes
+from flagos_doctor.explain.common import (cause_texts, failure_title, headline, listed_findings, no_cause_text,
+                                          raised_at, shown_failures, tests_text, written_probes_text)
+from flagos_doctor.probe.formats.common import interesting_probes
+
+_COLOUR = {"error": "red", "warning": "yellow", "info": "dim"}
+
+
+def failure_lines(document: dict) -> list[str]:
+    texts = cause_texts(document)
+    shown, left = shown_failures(document)
+    out = ["", "[bold]Failures[/bold]"]
+    if not document["failures"]:
+        out.append("  none")
+    for failure in shown:
+        out.append(f"  [red]FAIL[/red] #{failure['id']} {escape(failure_title(failure))}")
+        at = raised_at(failure)
+        if at:
+            out.append(f"    [dim]raised in {escape(at)}[/dim]")
+        for cause_id in failure["causes"]:
+            out.append(f"    [bold red]CAUSE[/bold red] {escape(texts[cause_id])}")
+        if not failure["causes"]:
+            out.append(f"    [dim]{escape(no_cause_text(document))}[/dim]")
+    if left:
+        out.append(f"  [dim]{escape(left)}[/dim]")
+    return out
+
+
+def finding_lines(document: dict) -> list[str]:
+    listed, rest = listed_findings(document)
+    if not listed and not rest:
+        return []
+    out = ["", "[bold]Findings of the run[/bold] (what the probe says of the same events)"]
+    for finding in listed:
+        colour = _COLOUR[finding["severity"]]
+        probe = f" {finding['probe']}" if finding.get("probe") else ""
+        out.append(f"  [{colour}]{finding['severity'].upper()}[/{colour}] {escape(finding['kind'] + probe)}")
+        out.append(f"    {escape(finding['message'])}")
+    if rest:
+        out.append(f"  [dim]{escape(rest)}[/dim]")
+    return out
 
 
 def lines(document: dict) -> list[str]:
@@ -17,29 +57,11 @@ def lines(document: dict) -> list[str]:
     tests = tests_text(document)
     if tests:
         out.append(f"Tests: {escape(tests)}")
-    causes = {c["id"]: c for c in document["causes"]}
-    out += ["", "[bold]Failures[/bold]"]
-    if not document["failures"]:
-        out.append("  none")
-    for failure in document["failures"]:
-        out.append(f"  [red]FAIL[/red] #{failure['id']} {escape(failure_title(failure))}")
-        at = raised_at(failure)
-        if at:
-            out.append(f"    [dim]raised in {escape(at)}[/dim]")
-        for cause_id in failure["causes"]:
-            out.append(f"    [bold red]CAUSE[/bold red] {escape(causes[cause_id]['message'])}")
-        if not failure["causes"]:
-            out.append(f"    [dim]{escape(no_cause_text(document))}[/dim]")
-    events = {e["seq"]: e for e in document.get("events", [])}
+    out += failure_lines(document) + finding_lines(document)
     probes = [p for p in interesting_probes(document) if p.get("write_events")]
     if probes:
-        out += ["", "[bold]Watched probes the run wrote[/bold] (each write, and reads after a redirect)"]
-    for probe in probes:
-        out.append(f"  [bold]{escape(probe['name'])}[/bold]")
-        for seq in sorted(probe.get("write_events", []) + probe.get("reads", []))[:12]:
-            event = events.get(seq)
-            if event is not None:
-                out.append(f"    {escape(event_line(event))}  [dim]({escape(event['step'])})[/dim]")
+        out += ["", f"[bold]Watched probes the run wrote[/bold]: {escape(written_probes_text(document, probes))}",
+                "  [dim]each write and read: --json PATH, or --markdown PATH[/dim]"]
     return out
 
 

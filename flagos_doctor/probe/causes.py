@@ -60,7 +60,11 @@ compiler's entry point) calls many things that did not fail.
 
 from __future__ import annotations
 
-__all__ = ["find_causes", "no_cause"]
+import re
+
+from flagos_doctor.probe.finding import skipped_words
+
+__all__ = ["find_causes", "find_chains", "no_cause"]
 
 #: Frames a reader's call passes through without deciding anything (comprehensions).
 _PASS_THROUGH = ("<listcomp>", "<genexpr>", "<dictcomp>", "<setcomp>", "<lambda>")
@@ -202,17 +206,13 @@ def _fix(read: dict, write: dict | None, saved: str | None) -> str:
 
 
 def find_causes(events: list[dict], failure: dict, decisions: list[dict] | None = None) -> list[dict]:
-    """The causes of ``failure`` among ``events`` (see the module docstring for the shapes)."""
-    decisions = decisions or []
-    frames = [(depth, f) for depth, f in enumerate(failure.get("traceback") or [])]
-    for cause in failure.get("causes") or []:
-        if cause.get("at"):
-            frames.append((len(frames), cause["at"]))
-    if not frames:
-        return []
-    by_seq = {e["seq"]: e for e in events}
-    saved = {e["saves"]: e["probe"] for e in events if e.get("saves")}
-    step = failure.get("step")
+    """The causes of ``failure`` among ``events`` (see the module docstring for the shapes):
+    the direct ones first, then the chains (:func:`find_chains`); both where both hold."""
+    return _direct_causes(events, failure, decisions) + find_chains(events, failure, decisions)
+
+
+def _candidates(events: list[dict], frames: list, step: str | None, decisions: list[dict]) -> list[tuple]:
+    """The reads that decided a frame of the traceback: (decided, read, answer, original, driver)."""
     candidates = []
     for read in events:
         if read.get("kind") != "read" or not read.get("saw") or (step and read.get("step") != step):
@@ -234,6 +234,22 @@ def find_causes(events: list[dict], failure: dict, decisions: list[dict] | None 
             if driver is not None and (driver.get("is_active") or {}).get(backend) is not True:
                 continue  # this backend said no in the end (HIP also needs torch.version.hip)
         candidates.append((decided, read, answer, original, driver))
+    return candidates
+
+
+def _direct_causes(events: list[dict], failure: dict, decisions: list[dict] | None = None) -> list[dict]:
+    """Reads of a redirected probe on the failure's path (the module docstring's rule)."""
+    decisions = decisions or []
+    frames = [(depth, f) for depth, f in enumerate(failure.get("traceback") or [])]
+    for cause in failure.get("causes") or []:
+        if cause.get("at"):
+            frames.append((len(frames), cause["at"]))
+    if not frames:
+        return []
+    by_seq = {e["seq"]: e for e in events}
+    saved = {e["saves"]: e["probe"] for e in events if e.get("saves")}
+    step = failure.get("step")
+    candidates = _candidates(events, frames, step, decisions)
     if not candidates:
         return []
     deepest = max(c[0][0] for c in candidates)
@@ -264,6 +280,100 @@ def find_causes(events: list[dict], failure: dict, decisions: list[dict] | None 
             "message": message, "events": sorted(set(evidence)),
         })
     return out
+
+
+def find_chains(events: list[dict], failure: dict, decisions: list[dict] | None = None) -> list[dict]:
+    """Causes decided long before the failure: a guard read a redirected probe whose original
+    answers differently, and its branch skipped code (a decision's ``skipped``); the failure's
+    path then used what that code would have written (a frame running the stock function it
+    would have replaced, or a frame's line naming it). One cause per guard, root first in its
+    ``chain``: the redirect, the guard's read and branch, what was skipped, the symptom."""
+    frames = list(failure.get("traceback") or []) + [c["at"] for c in failure.get("causes") or [] if c.get("at")]
+    if not frames:
+        return []
+    by_seq = {e["seq"]: e for e in events}
+    saved = {e["saves"]: e["probe"] for e in events if e.get("saves")}
+    out = []
+    for entry in decisions or []:
+        decision = entry.get("decision") or {}
+        skipped = decision.get("skipped") or {}
+        if decision.get("kind") != "branch" or not skipped.get("writes") or \
+                (entry.get("original_answer") or {}).get("repr") == (entry.get("replaced_answer") or {}).get("repr"):
+            continue
+        symptom = _symptom(frames, skipped["writes"])
+        if symptom is None:
+            continue
+        read = next((e for e in events if e.get("kind") == "read" and e["probe"] == entry["probe"]
+                     and e.get("saw") == entry.get("saw") and (e["where"].get("file"), e["where"].get("line"))
+                     == (entry["file"], entry["line"])), None)
+        if read is None:
+            continue
+        out.append(_chain_cause(read, by_seq.get(read["saw"]), entry, symptom, failure, saved))
+    return out
+
+
+def _uses(frame: dict, write: dict) -> str | None:
+    """How ``frame`` used what ``write`` would have replaced: ran the stock function, or names it."""
+    stock = write.get("stock")
+    if stock and frame.get("file") == stock["file"] and _name(frame.get("function")) == stock["function"]:
+        return f"ran stock {write['name']}"
+    code = frame.get("code") or ""
+    parts = write["name"].split(".")
+    if write.get("method"):
+        pattern = rf"\.{re.escape(parts[-1])}\("
+    else:
+        pattern = rf"\b{re.escape('.'.join(parts[-2:]))}\b"
+    if code and re.search(pattern, code):
+        return f"used {write['name']} (`{code.strip()[:120]}`)"
+    return None
+
+
+def _symptom(frames: list[dict], writes: list[dict]) -> tuple[dict, dict, str] | None:
+    """The innermost frame that used a skipped write: (frame, write, how)."""
+    for frame in reversed(frames):
+        for write in writes:
+            how = _uses(frame, write)
+            if how:
+                return frame, write, how
+    return None
+
+
+def _chain_cause(read, write, entry, symptom, failure, saved) -> dict:
+    decision = entry["decision"]
+    frame, used, how = symptom
+    writer = (write or {}).get("where") if (write or {}).get("writer_known", True) else None
+    answer, original = entry["replaced_answer"].get("repr"), entry["original_answer"].get("repr")
+    through = decision.get("through")
+    took = f"took the branch of `{decision['statement']}` (line {decision['statement_line']})"
+    took += f" and returned ({decision['now']})" if "`return" in (decision.get("now") or "") else f" into {decision.get('now')}"
+    skipped = skipped_words(decision["skipped"])
+    fix = _fix(read, write, saved.get(read["probe"]))
+    what = failure.get("what") or _what(failure.get("step"))
+    steps = [
+        f"(1) {_place(writer, True) if writer else 'an unknown writer'} redirected {read['probe']} to answer "
+        f"{answer} (the original answers {original})",
+        f"(2) {_place(read.get('where'), True)} read it"
+        + (" and handed the answer to its caller, which" if through else ", and") + f" {took}",
+        f"(3) so {skipped}",
+        f"(4) {_place(frame, True)} {how}, which that code would have replaced",
+    ]
+    message = (f"{what} failed: {_first_line(failure.get('error'))}; a chain of causes, root first: "
+               + "; ".join(steps) + f"; {fix}.")
+    chain = [
+        {"step": "redirect", "event": (write or {}).get("seq"), "where": _frame(writer) if writer else None,
+         "answer": answer, "original_answer": original},
+        {"step": "guard", "event": read["seq"], "where": _frame(read.get("where")), "branch": took},
+        {"step": "skipped", "lines": decision["skipped"]["lines"],
+         "writes": [w["name"] for w in decision["skipped"]["writes"]]},
+        {"step": "symptom", "frame": _frame(frame), "uses": used["name"], "how": how},
+    ]
+    return {
+        "probe": read["probe"], "read": read["seq"], "reader": _frame(read.get("where")),
+        "write": (write or {}).get("seq"), "writer": _frame(writer) if writer else None,
+        "answer": answer, "original_answer": original, "frame": _frame(frame), "how": "skipped-write",
+        "branch": took, "fix": fix, "chain": chain, "message": message,
+        "events": sorted({read["seq"]} | ({write["seq"]} if write else set())),
+    }
 
 
 def no_cause(failure: dict) -> str:

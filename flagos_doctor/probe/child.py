@@ -69,7 +69,7 @@ def _frames(tracer, tb) -> list[dict]:
     """A traceback's frames, without importlib's and the probe's own, last 32 (the cause
     engine looks for the frame a probe read decided; Triton's driver creation alone is 7)."""
     return [
-        {"file": tracer.short(f.filename), "line": f.lineno, "function": f.name}
+        {"file": tracer.short(f.filename), "line": f.lineno, "function": f.name, "code": (f.line or "")[:200]}
         for f in traceback.extract_tb(tb)
         if not f.filename.startswith("<frozen") and not f.filename.startswith(os.path.dirname(tracing.__file__))
     ][-32:]

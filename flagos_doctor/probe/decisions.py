@@ -70,8 +70,34 @@ def collect(tracer) -> list[dict]:
                 if through.get("kind") == "branch":
                     through["through"] = {"function": caller[2], "file": tracer.short(caller[0]), "line": caller[1]}
                     entry["decision"] = through
+        for write in (entry["decision"].get("skipped") or {}).get("writes", []):
+            write.update(what_it_holds(write["name"], tracer.short))
         out.append(entry)
     return out
+
+
+def what_it_holds(name: str, short) -> dict:
+    """What ``name`` holds now, where a write skipped would have replaced it: ``stock`` (the
+    function's file and name, so a traceback frame running it is known) and ``method`` (an
+    attribute of a class, called as ``x.cuda()``)."""
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        module = sys.modules.get(".".join(parts[:cut]))
+        if module is None:
+            continue
+        owner = module
+        try:
+            for part in parts[cut:-1]:
+                owner = getattr(owner, part)
+            value = getattr(owner, parts[-1])
+        except Exception:
+            return {}
+        code = getattr(getattr(value, "__func__", value), "__code__", None)
+        held = {"method": isinstance(owner, type)}
+        if code is not None:
+            held["stock"] = {"file": short(code.co_filename), "function": code.co_name}
+        return held
+    return {}
 
 
 def triton_choice(probe, other: bool) -> dict:
@@ -193,7 +219,151 @@ def source_decision(path: str, line: int, attr: str, answer: bool) -> dict:
         elif taken:
             # Where the branch taken runs: a failure inside it is on the path the read chose.
             decision["taken_lines"] = [taken[0].lineno, taken[-1].end_lineno or taken[-1].lineno]
+        if isinstance(best, ast.If):
+            skipped = skipped_code(tree, best, bool(got))
+            if skipped:
+                decision["skipped"] = skipped
     return decision
+
+
+#: Statements that end a block: what follows them in the function never runs.
+_ENDS = (ast.Return, ast.Raise)
+#: Definitions whose bodies do not run where they stand.
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def skipped_code(tree, node: ast.If, taken_now: bool) -> dict | None:
+    """What the branch ``node`` took kept from running: the branch not taken and, where the
+    taken one ends in ``return`` or ``raise``, the rest of the enclosing function; with the
+    attributes those statements (and the same module's functions they call) would have written.
+
+    ``{"lines": [first, last], "ended_by": "return" | "raise" | None, "writes": [{"name",
+    "line", "via"?}], "calls": [{"call", "line", "writes": [names]}]}``; None when nothing was skipped."""
+    taken = node.body if taken_now else node.orelse
+    statements = list(node.orelse if taken_now else node.body)
+    ended_by = None
+    if taken and isinstance(taken[-1], _ENDS):
+        ended_by = "return" if isinstance(taken[-1], ast.Return) else "raise"
+        statements += _rest_of_function(tree, node)
+    if not statements:
+        return None
+    functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    names = _import_names(tree)
+    writes, calls = [], []
+    for statement in statements:
+        for name, line in _writes_in([statement], names):
+            writes.append({"name": name, "line": line})
+        for call in _own_calls([statement], functions):
+            found = _writes_of_function(functions[call.func.id], functions, names, {call.func.id})
+            if found:
+                calls.append({"call": _call_text(call), "line": call.lineno, "writes": found})
+                writes += [{"name": name, "line": call.lineno, "via": call.func.id} for name in found]
+    return {"lines": [statements[0].lineno, statements[-1].end_lineno or statements[-1].lineno],
+            "ended_by": ended_by, "writes": writes, "calls": calls}
+
+
+def _parents(tree) -> dict:
+    return {child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
+
+
+def _rest_of_function(tree, node) -> list:
+    """The statements after ``node`` up to the end of its function, in the order they would run."""
+    parents = _parents(tree)
+    rest, current = [], node
+    while current in parents:
+        parent = parents[current]
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and current in block:
+                rest += block[block.index(current) + 1:]
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            break
+        current = parent
+    return rest
+
+
+def _import_names(tree) -> dict[str, str]:
+    """Each imported name -> the dotted name it stands for (``Tensor`` -> ``torch.Tensor``); the
+    module's own globals stand for themselves."""
+    names = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[node.name] = node.name
+        elif isinstance(node, ast.Assign):
+            names.update((t.id, t.id) for t in node.targets if isinstance(t, ast.Name))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                names[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return names
+
+
+def _dotted(node, names: dict[str, str]) -> str | None:
+    """``torch.Tensor.cuda`` for an attribute target, its first name resolved through the imports."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or not parts or node.id not in names:
+        return None  # an attribute of a local (``cuda.__wrapped__``) is no write others see
+    return ".".join([names.get(node.id, node.id), *reversed(parts)])
+
+
+def _walk_running(statements):
+    """The nodes of ``statements`` that run with them (not the bodies of nested definitions)."""
+    stack = list(reversed(statements))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, _DEFINITIONS):
+            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _writes_in(statements, names) -> list[tuple[str, int]]:
+    """Attributes assigned (``torch.device = ...``, ``setattr(torch, "device", ...)``) by ``statements``."""
+    out = []
+    for node in _walk_running(statements):
+        targets = []
+        if isinstance(node, ast.Assign):
+            targets = [t for target in node.targets for t in (target.elts if isinstance(target, ast.Tuple) else [target])]
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        for target in targets:
+            name = _dotted(target, names)
+            if name:
+                out.append((name, node.lineno))
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr"
+                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+            owner = node.args[0]
+            owner_name = _dotted(owner, names) if isinstance(owner, ast.Attribute) else (
+                names.get(owner.id, owner.id) if isinstance(owner, ast.Name) else None)
+            if owner_name:
+                out.append((f"{owner_name}.{node.args[1].value}", node.lineno))
+    return out
+
+
+def _own_calls(statements, functions) -> list:
+    return [n for n in _walk_running(statements)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in functions]
+
+
+def _writes_of_function(function, functions, names, seen: set, depth: int = 3) -> list[str]:
+    """What a module function writes, through the module functions it calls (``depth`` deep)."""
+    found = [name for name, _ in _writes_in(function.body, names)]
+    if depth > 0:
+        for call in _own_calls(function.body, functions):
+            if call.func.id not in seen:
+                seen.add(call.func.id)
+                found += _writes_of_function(functions[call.func.id], functions, names, seen, depth - 1)
+    return list(dict.fromkeys(found))
+
+
+def _call_text(call) -> str:
+    text = ast.unparse(call)
+    return text if len(text) <= 60 else f"{call.func.id}(...)"
 
 
 def torch_fl_vendor(modules=None) -> dict | None:

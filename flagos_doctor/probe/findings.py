@@ -8,7 +8,7 @@ Only error-level findings (and crashes, timeouts) make the command exit 1.
 from __future__ import annotations
 
 from flagos_doctor.probe import causes, hazards
-from flagos_doctor.probe.finding import SEVERITIES, first_line, label, make_finding
+from flagos_doctor.probe.finding import SEVERITIES, Run, first_line, label, make_finding, skipped_words
 
 
 def _package(where: dict | None) -> str | None:
@@ -22,34 +22,13 @@ def _function(phase: str) -> str:
 
 
 def judge(document: dict) -> list[dict]:
-    """All findings of a probe document, errors first."""
-    events = document.get("events", [])
-    by_seq = {e["seq"]: e for e in events}
-    probes = {p["name"]: p for p in document.get("probes", [])}
-    saved = {s["saves"]: s for s in document.get("saved_originals", [])}
-    explained = _explain_failures(document)
-    found: list[dict] = []
-    found += _failure_causes(explained)
-    found += _import_failed(document, explained)
-    found += _interrupted(document)
-    stale = _stale_guards(events, by_seq, probes, saved, document)
-    found += stale
-    found += _alias_missing(document, stale, events)
-    found += _triton(document, events, by_seq)
-    found += _orphans(document, by_seq)
-    found += _patched_and_restored(document, events)
-    found += _multiple_writers(document, events)
-    found += _disagreements(probes, stale)
-    found += _exercise_failed(document, explained)
-    found += _torch_fl_rules(document)
+    """All findings of a probe document (or an explain run's), errors first: every rule of
+    :data:`RULES` on the run, then the folds that say a finding once."""
+    run = Run(document)
+    found = [finding for rule in RULES for finding in run.once(rule)]
     found = _fold(found, document)
     found.sort(key=lambda f: SEVERITIES.index(f["severity"]))
     return found
-
-
-def _torch_fl_rules(document) -> list[dict]:
-    """The rules learnt on a real torch_fl (:mod:`.hazards`): latent hazards, no device, vendor branch."""
-    return hazards.latent_hazards(document) + hazards.no_device(document) + hazards.vendor_branch(document)
 
 
 def _fold(found, document) -> list[dict]:
@@ -65,25 +44,24 @@ def _drop_explained_drivers(found: list[dict]) -> list[dict]:
             or "Triton backends answered" in f["message"]]
 
 
-def _explain_failures(document) -> dict:
+def _explained(run: Run) -> dict:
     """Each failed import and exercise step -> the causes :mod:`.causes` finds for it."""
-    events = document.get("events", [])
-    decisions = (document.get("facts") or {}).get("decisions") or []
     explained = {}
-    for outcome in document.get("outcomes", []):
+    for outcome in run.document.get("outcomes", []):
         if outcome.get("ok") or not outcome["step"].startswith(("import ", "exercise")):
             continue
         failure = {"step": outcome["step"], "error": outcome.get("error"),
                    "traceback": outcome.get("traceback") or [], "causes": outcome.get("causes") or []}
-        explained[outcome["step"]] = causes.find_causes(events, failure, decisions)
+        explained[outcome["step"]] = causes.find_causes(run.events, failure, run.decisions)
     return explained
 
 
-def _failure_causes(explained: dict) -> list[dict]:
+def _failure_causes(run: Run) -> list[dict]:
     """``failure-cause``: a failed step's traceback passed a read of a redirected probe whose
-    original answers differently. Listed first: it says why the failures below happened."""
+    original answers differently, or used what a stale guard's branch skipped (a chain).
+    Listed first: it says why the failures below happened."""
     return [make_finding("failure-cause", "error", cause["probe"], cause["message"], cause["events"])
-            for found in explained.values() for cause in found]
+            for found in run.once(_explained).values() for cause in found]
 
 
 def _pointer(found: list[dict] | None) -> str:
@@ -97,8 +75,8 @@ def _pointer(found: list[dict] | None) -> str:
     return f" Cause: see the failure-cause finding ({named})."
 
 
-def _import_failed(document, explained=None) -> list[dict]:
-    explained = explained or {}
+def _import_failed(run: Run) -> list[dict]:
+    document, explained = run.document, run.once(_explained)
     out = []
     for outcome in document.get("outcomes", []):
         if outcome["step"].startswith("import ") and not outcome["ok"]:
@@ -124,7 +102,8 @@ def _causes(causes: list[dict]) -> str:
     return f" Caused by: {' <- '.join(parts)}." if parts else ""
 
 
-def _interrupted(document) -> list[dict]:
+def _interrupted(run: Run) -> list[dict]:
+    document = run.document
     info = document.get("interrupted")
     if not info:
         return []
@@ -139,8 +118,9 @@ def _interrupted(document) -> list[dict]:
     return [make_finding(kind, "error", None, message, [last["seq"]] if last else [])]
 
 
-def _stale_guards(events, by_seq, probes, saved, document) -> list[dict]:
+def _stale_guards(run: Run) -> list[dict]:
     """Stack code read a probe after the same stack had redirected it."""
+    events, by_seq, probes, saved, document = run.events, run.by_seq, run.probes, run.saved, run.document
     out = []
     for read in events:
         if read["kind"] != "read" or not read.get("saw") or read["probe"] in {s["probe"] for s in document.get("saved_originals", [])}:
@@ -199,11 +179,15 @@ def _guard_branch(read, guard, events, document) -> str:
         test = f"`{decision['statement']}` (line {decision['statement_line']})"
         # A reader that returns the answer (``return torch.cuda.is_available()``) hands the
         # branch to its caller, the guard.
-        who = f"{guard}, given that answer," if decision.get("through") else "it"
+        through = decision.get("through")
+        caller = guard if ":" in (read.get("phase") or "") else f"its caller (line {(through or {}).get('line')})"
+        who = f"{caller}, given that answer," if through else "it"
         if decision["now"].startswith("no branch"):
             return f"; so {who} skipped the branch of {test}"
+        skipped = skipped_words(decision.get("skipped"))
         if "`return" in decision["now"]:
-            return f"; so {who} took the branch of {test} and returned ({decision['now']})"
+            return f"; so {who} took the branch of {test} and returned ({decision['now']})" + (
+                f": {skipped}" if skipped else "")
         return f"; so {who} took the branch of {test} into {decision['now']}"
     later = [e for e in events if e["seq"] > read["seq"] and e.get("phase") == read["phase"] and e["kind"] in ("write", "delete")]
     if not later and ":" in read["phase"]:
@@ -215,10 +199,10 @@ def _guard_branch(read, guard, events, document) -> str:
 TORCH_FL_DEVICE = "flagos"
 
 
-def _alias_missing(document, stale, events) -> list[dict]:
+def _alias_missing(run: Run) -> list[dict]:
     """The cuda alias is torch_fl's contract: judged for its ``flagos`` device, or for a stack
     that declares one (``FLAGOS_ALIAS_CUDA`` set to 1/on/true), never for any other device."""
-    facts = document.get("facts") or {}
+    stale, events, facts = run.once(_stale_guards), run.events, run.facts
     name = facts.get("privateuse1")
     if name != TORCH_FL_DEVICE and not facts.get("alias_declared"):
         return []
@@ -242,7 +226,8 @@ def _alias_missing(document, stale, events) -> list[dict]:
     return [make_finding("alias-missing", "error", "torch.device", message, evidence)]
 
 
-def _triton(document, events, by_seq) -> list[dict]:
+def _triton(run: Run) -> list[dict]:
+    document, events = run.document, run.events
     out = []
     facts = document.get("facts") or {}
     native = (facts.get("native_cuda_available") or {}).get("repr")
@@ -271,7 +256,8 @@ def _triton(document, events, by_seq) -> list[dict]:
     return out
 
 
-def _orphans(document, by_seq) -> list[dict]:
+def _orphans(run: Run) -> list[dict]:
+    document, by_seq = run.document, run.by_seq
     if not document.get("final_state"):
         return []  # a crashed child may not have reached the reader yet
     out = []
@@ -298,8 +284,9 @@ def _restored(probe, events) -> bool:
     return probe.get("kind") in ("attr", "env") and probe.get("original") is True and len(_writes(probe, events)) >= 2
 
 
-def _patched_and_restored(document, events) -> list[dict]:
+def _patched_and_restored(run: Run) -> list[dict]:
     """A patch undone before the end (a context manager, a mock): worth knowing, not a hazard."""
+    document, events = run.document, run.events
     out = []
     for probe in document.get("probes", []):
         if not _restored(probe, events):
@@ -319,7 +306,8 @@ def _patched_and_restored(document, events) -> list[dict]:
     return out
 
 
-def _multiple_writers(document, events) -> list[dict]:
+def _multiple_writers(run: Run) -> list[dict]:
+    document, events = run.document, run.events
     out = []
     for probe in document.get("probes", []):
         if _restored(probe, events) or probe.get("kind") == "saved":
@@ -343,7 +331,8 @@ def _multiple_writers(document, events) -> list[dict]:
     return out
 
 
-def _disagreements(probes, stale) -> list[dict]:
+def _disagreements(run: Run) -> list[dict]:
+    probes, stale = run.probes, run.once(_stale_guards)
     out = []
     stale_probes = {f["probe"] for f in stale}
     for probe in probes.values():
@@ -363,8 +352,8 @@ def _disagreements(probes, stale) -> list[dict]:
     return out
 
 
-def _exercise_failed(document, explained=None) -> list[dict]:
-    explained = explained or {}
+def _exercise_failed(run: Run) -> list[dict]:
+    document, explained = run.document, run.once(_explained)
     facts = document.get("facts") or {}
     no_device = (facts.get("privateuse1") in (None, "privateuseone")
                  and (facts.get("native_cuda_available") or {}).get("repr") == "False")
@@ -379,3 +368,14 @@ def _exercise_failed(document, explained=None) -> list[dict]:
                                     + _pointer(explained.get(outcome["step"])),
                                     [e for c in explained.get(outcome["step"], []) for e in c["events"]]))
     return out
+
+
+#: Every finding rule, in the order their findings are listed (before the sort by severity).
+#: One signature (``rule(run) -> list[finding]``, :class:`~flagos_doctor.probe.finding.Run`);
+#: the probe and explain both run this list through :func:`judge`. A new rule is one function
+#: and one line here.
+RULES = (
+    _failure_causes, _import_failed, _interrupted, _stale_guards, _alias_missing, _triton, _orphans,
+    _patched_and_restored, _multiple_writers, _disagreements, _exercise_failed,
+    hazards.latent_hazards, hazards.no_device, hazards.vendor_branch,
+)

@@ -1,7 +1,7 @@
 """Findings about a real torch_fl: latent hazards, a machine without the device, the vendor branch.
 
-Pure functions of the probe document, called from :func:`flagos_doctor.probe.findings.judge`
-(one rule per function, as there):
+Rules of :data:`flagos_doctor.probe.findings.RULES` (``rule(run) -> list[finding]``, one per
+function, as there):
 
 * ``latent-hazard`` (warning): stack code read a probe that the stack had replaced earlier,
   and decided from the replacement's answer. Here the original answers the same, so nothing
@@ -18,7 +18,7 @@ Pure functions of the probe document, called from :func:`flagos_doctor.probe.fin
 
 from __future__ import annotations
 
-from flagos_doctor.probe.finding import first_line, label, make_finding
+from flagos_doctor.probe.finding import Run, first_line, label, make_finding
 
 #: torch_fl's vendor branches, by the GEMS_VENDOR value each one sets.
 TORCH_FL_BRANCHES = {
@@ -33,9 +33,9 @@ def _says(answer: dict | None) -> str:
     return answer["repr"] if answer.get("ok") else f"raises {answer['repr']}"
 
 
-def latent_hazards(document: dict) -> list[dict]:
+def latent_hazards(run: Run) -> list[dict]:
     """A replaced question probe read later, where both answers agree here."""
-    facts = document.get("facts") or {}
+    document, facts = run.document, run.facts
     events = document.get("events", [])
     by_seq = {e["seq"]: e for e in events}
     saved = {s["saves"]: s for s in document.get("saved_originals", [])}
@@ -119,9 +119,9 @@ def _rest_of_test(statement: str, probe: str) -> str:
     return " and ".join(f"`{ast.get_source_segment(test, v)}`" for v in rest) if rest else "the rest of the test"
 
 
-def no_device(document: dict) -> list[dict]:
+def no_device(run: Run) -> list[dict]:
     """The device is registered, and there is none."""
-    facts = document.get("facts") or {}
+    document, facts = run.document, run.facts
     count = facts.get("device_count") or {}
     name = facts.get("privateuse1")
     if not name or name == "privateuseone" or not count.get("ok") or count.get("repr") != "0":
@@ -180,9 +180,9 @@ def fold_into_no_device(found: list[dict], document: dict) -> list[dict]:
     return kept
 
 
-def vendor_branch(document: dict) -> list[dict]:
+def vendor_branch(run: Run) -> list[dict]:
     """Which torch_fl vendor branch set GEMS_VENDOR, and why."""
-    facts = document.get("facts") or {}
+    document, facts = run.document, run.facts
     if "torch_fl" not in facts:
         return []
     writes = [e for e in document.get("events", []) if e["probe"] == "$GEMS_VENDOR" and e["kind"] == "write"

@@ -1,0 +1,175 @@
+"""Cause chains: a failure whose path read no redirected probe, tied to a guard that read one
+long before (at import) and skipped the code that would have written what the failure used.
+
+Real CLI, real subprocesses, real torch 2.13 (CPU) and transformers; the stack is the built-in
+demo, whose seed bug (``FLAGOS_DEMO_SEED_BUG=1``) makes its alias guard read the redirected probe.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import REPO_ROOT, run_cli
+from test_explain import EXPLAIN, explain
+
+SEED_BUG = {"FLAGOS_DEMO_SEED_BUG": "1"}
+DEMO = os.path.join(REPO_ROOT, "flagos_doctor", "demo", "__init__.py")
+
+
+def demo_line(text: str) -> int:
+    with open(DEMO) as handle:
+        return next(n for n, line in enumerate(handle, start=1) if text in line)
+
+
+def chain_of(document: dict, failure: dict) -> dict:
+    (chain,) = [c for c in document["causes"] if c["failure"] == failure["id"] and c["how"] == "skipped-write"]
+    return chain
+
+
+def assert_chain_names_redirect_guard_and_skipped_alias(chain: dict) -> None:
+    steps = [s["step"] for s in chain["chain"]]
+    assert steps == ["redirect", "guard", "skipped", "symptom"]
+    redirect, guard, skipped, _ = chain["chain"]
+    assert redirect["where"] == {"file": "flagos_doctor/demo/__init__.py", "function": "_patch_vendor_compat",
+                                 "line": demo_line("torch.cuda.is_available = torch.flagos.is_available")}
+    assert guard["where"]["function"] == "_native_cuda_available"
+    assert guard["branch"].startswith(f"took the branch of `if _native_cuda_available():` "
+                                      f"(line {demo_line('if _native_cuda_available():')}) and returned")
+    assert {"torch.device", "torch.Tensor.cuda", "torch.cuda.get_rng_state"} <= set(skipped["writes"])
+    message = chain["message"]
+    assert message.index("(1) flagos_doctor/demo/__init__.py:") < message.index("(2) ") < message.index("(3) so lines ")
+    assert f"torch.device (line {demo_line('torch.device = device')})" in message
+
+
+@pytest.fixture(scope="module")
+def alias_tests(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("alias")
+    return explain(tmp, "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "alias_tests.py",
+                   options=("--stack", "demo", "--markdown", str(tmp / "why.md")), env=SEED_BUG, cwd=EXPLAIN) \
+        + ((tmp / "why.md").read_text(),)
+
+
+def test_the_alias_assertion_gets_the_chain_and_the_plain_one_no_cause(alias_tests):
+    done, document, page = alias_tests
+    assert done.returncode == 1, done.stderr
+    by_test = {f["test"].rsplit("::", 1)[1]: f for f in document["failures"]}
+    alias, plain = by_test["test_cuda_means_flagos"], by_test["test_plain_wrong_assertion"]
+    assert "'cuda' == 'flagos'" in alias["error"]
+    chain = chain_of(document, alias)
+    assert_chain_names_redirect_guard_and_skipped_alias(chain)
+    symptom = chain["chain"][-1]
+    assert symptom["uses"] == "torch.device" and symptom["frame"]["function"] == "test_cuda_means_flagos"
+    assert plain["causes"] == []
+    view = done.stderr.split("flagos-doctor explain: ", 1)[1]
+    assert "a chain of causes, root first" in view and "no cause found" in view
+    # The run's findings follow the failures, in the terminal and in the Markdown.
+    assert view.index("Failures") < view.index("ERROR stale-guard") < view.index("Watched probes the run wrote: ")
+    assert "ERROR alias-missing torch.device" in view and "orphan-original" in view
+    assert "never ran, which would have written torch.device" in view
+    assert "### Findings of the run" in page and "stale-guard" in page and "a chain of causes" in page
+
+
+def test_the_seed_lines_pass_on_the_fixed_demo_and_are_explained_under_the_seed_bug(tmp_path):
+    seed = os.path.join(EXPLAIN, "seed_demo.py")
+    fixed, document = explain(tmp_path, "python", seed, options=("--stack", "demo"))
+    assert fixed.returncode == 0, fixed.stderr
+    assert fixed.stdout == "flagos:0 (2, 10)\n" and document["failures"] == []
+    broken, document = explain(tmp_path, "python", seed, options=("--stack", "demo"), env=SEED_BUG)
+    assert broken.returncode == 1
+    (failure,) = document["failures"]
+    assert "Torch not compiled with CUDA enabled" in failure["error"]
+    hows = [c["how"] for c in document["causes"]]
+    assert hows == ["on-path", "skipped-write"]  # dynamo's direct read, then the chain
+    chain = chain_of(document, failure)
+    assert_chain_names_redirect_guard_and_skipped_alias(chain)
+    assert chain["chain"][-1]["uses"] == "torch.cuda.get_rng_state"
+    assert "ran stock torch.cuda.get_rng_state" in chain["message"]
+
+
+def test_a_transformers_causal_lm_runs_on_the_fixed_demo_and_is_explained_under_the_seed_bug(tmp_path):
+    lm = os.path.join(EXPLAIN, "tiny_causal_lm.py")
+    fixed, document = explain(tmp_path, "python", lm, options=("--stack", "demo"))
+    assert fixed.returncode == 0, fixed.stderr
+    assert fixed.stdout.splitlines()[-1] == "flagos:0 (1, 4, 64) matches cpu: True"
+    broken, document = explain(tmp_path, "python", lm, options=("--stack", "demo"), env=SEED_BUG)
+    assert broken.returncode == 1, broken.stderr
+    (failure,) = document["failures"]
+    chain = chain_of(document, failure)
+    assert_chain_names_redirect_guard_and_skipped_alias(chain)
+
+
+MANY = '''
+import pytest
+import torch
+
+import flagos_doctor.demo  # noqa: F401
+
+
+@pytest.mark.parametrize("i", range(1500))
+def test_alias(i):
+    assert torch.device("cuda").type == "flagos"
+
+
+@pytest.mark.parametrize("i", range(1500))
+def test_plain(i):
+    assert i < 0
+'''
+
+
+def test_three_thousand_failures_stay_within_every_views_budget(tmp_path):
+    (tmp_path / "many_tests.py").write_text(MANY)
+    done, document = explain(tmp_path, "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "many_tests.py",
+                             options=("--stack", "demo", "--markdown", str(tmp_path / "why.md")), env=SEED_BUG)
+    assert done.returncode == 1 and len(document["failures"]) == 3000
+    assert sum(1 for f in document["failures"] if f["causes"]) == 1500
+    page = (tmp_path / "why.md").read_text()
+    assert len(page) <= 60_000 and "2975 more failures not listed (1475 with a cause, 1500 without)" in page
+    assert page.count("a chain of causes, root first") == 1 and "the same chain as failure #" in page
+    view = done.stderr.split("flagos-doctor explain: ", 1)[1]
+    assert len(view.splitlines()) <= 150, len(view.splitlines())
+    assert "2975 more failures not listed" in view
+    (tmp_path / "why.json").write_text((tmp_path / "explain.json").read_text())
+    report = run_cli("report", "--stack", "demo", "--explain", str(tmp_path / "why.json"), cwd=str(tmp_path))
+    assert report.returncode == 0, report.stderr
+    assert len(report.stdout) <= 60_000 and "2975 more failures not listed" in report.stdout
+
+
+GUARD_MODULE = '''import torch
+from torch import Tensor
+
+
+def _install_alias():
+    torch.device = object
+    Tensor.cuda = None
+    setattr(torch.cuda, "current_device", None)
+
+
+def alias():
+    if torch.cuda.is_available():
+        return
+    local = object()
+    local.attribute = 1
+    _install_alias()
+'''
+
+
+def test_the_skipped_code_names_the_writes_of_the_module_functions_it_calls(tmp_path):
+    from flagos_doctor.probe import decisions
+    from flagos_doctor.probe.finding import skipped_words
+
+    path = tmp_path / "guarded.py"
+    path.write_text(GUARD_MODULE)
+    guard = GUARD_MODULE.splitlines().index("    if torch.cuda.is_available():") + 1
+    decision = decisions.source_decision(str(path), guard, "is_available", True)
+    skipped = decision["skipped"]
+    assert skipped["lines"] == [guard + 2, guard + 4] and skipped["ended_by"] == "return"
+    assert skipped["calls"] == [{"call": "_install_alias()", "line": guard + 4,
+                                 "writes": ["torch.device", "torch.Tensor.cuda", "torch.cuda.current_device"]}]
+    assert skipped_words(skipped) == (f"lines {guard + 2}-{guard + 4} never ran, which would have written "
+                                      f"`_install_alias()` (line {guard + 4}) -> torch.device, torch.Tensor.cuda, "
+                                      "torch.cuda.current_device")
+    # With the other answer only the `return` is skipped, and it writes nothing.
+    other = decisions.source_decision(str(path), guard, "is_available", False)["skipped"]
+    assert other == {"lines": [guard + 1, guard + 1], "ended_by": None, "writes": [], "calls": []}
