@@ -173,3 +173,18 @@ def test_the_skipped_code_names_the_writes_of_the_module_functions_it_calls(tmp_
     # With the other answer only the `return` is skipped, and it writes nothing.
     other = decisions.source_decision(str(path), guard, "is_available", False)["skipped"]
     assert other == {"lines": [guard + 1, guard + 1], "ended_by": None, "writes": [], "calls": []}
+
+
+def test_the_chain_holds_in_pytest_xdist_workers(tmp_path):
+    """The same two tests under ``pytest -n 2``: each failure recorded under its worker process,
+    the alias assertion's chain found in that worker's own events, the plain one still no cause."""
+    done, document = explain(tmp_path, "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
+                             "alias_tests.py", options=("--stack", "demo"), env=SEED_BUG, cwd=EXPLAIN)
+    assert done.returncode == 1, done.stderr
+    by_test = {f["test"].rsplit("::", 1)[1]: f for f in document["failures"]}
+    alias, plain = by_test["test_cuda_means_flagos"], by_test["test_plain_wrong_assertion"]
+    roles = {p["pid"]: p["role"] for p in document["processes"]}
+    assert sorted(roles.values())[-2:] == ["pytest-xdist worker gw0", "pytest-xdist worker gw1"]
+    assert roles[alias["process"]].startswith("pytest-xdist worker")  # failed in a worker, not the parent
+    assert_chain_names_redirect_guard_and_skipped_alias(chain_of(document, alias))
+    assert plain["causes"] == []
