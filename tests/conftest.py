@@ -22,7 +22,6 @@ FAULT_ENV = {
 CONFS = os.path.join(SHARED, "torch-fl-confs")
 
 
-
 def checkout_first(pythonpath: str | None) -> str:
     """``pythonpath`` with this checkout in front (once): the flagos_doctor a child imports
     is this checkout's, whatever is installed."""

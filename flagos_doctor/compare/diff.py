@@ -46,6 +46,7 @@ from flagos_doctor.results.model import FAILED, FLAKY, PASS, PENDING, VERDICT_RA
 
 COMPARE_SCHEMA = "flagos-doctor/compare/1"
 
+
 def _cases_by_profile(entry: dict | None) -> dict:
     cases = (entry or {}).get("cases") or []
     return {case.get("profile"): case for case in cases if isinstance(case, dict)}

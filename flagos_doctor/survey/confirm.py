@@ -143,8 +143,6 @@ def stopped_compiling(status: str, run: dict) -> bool:
     return status == model.TIMEOUT and where in ("compile", "autotune")
 
 
-
-
 def _apply_baseline(pairs: list[tuple[str, dict]], found: dict, figures: dict) -> None:
     for name, case in pairs:
         record = found.get((name, case["profile"]))
