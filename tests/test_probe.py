@@ -236,8 +236,8 @@ def test_hang_times_out_with_events_and_the_stack_it_hung_in():
     assert document["interrupted"]["phase"] == "import hangstack"
     assert events(document, "$FLAGOS_HANG_STAGE")
     assert "_wait_for_device" in document["child"]["stderr_tail"]
-    # The stack sleeps 600 s: ending long before that is the timeout's doing, however busy the machine.
-    assert document["seconds"] < 300
+    # The stack sleeps 600 s: the probe's deadline ended it (its reason says so), not the hang's end.
+    assert document["interrupted"]["reason"] == "no answer within 15 s"
 
 
 def test_import_failure_is_a_finding():
