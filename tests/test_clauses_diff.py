@@ -1,0 +1,121 @@
+"""The compare's classification (flagos_doctor/compare/diff.py, its module docstring's Rules),
+each clause on two results files written here and compared by the CLI (``survey --compare``):
+worse and newly failing (also from UNTESTED, also an overload new in B) are regressions; a
+case from PASS to a failure is one even when the verdict holds, but not to FLAKY nor to a
+failure its baseline shares; better and not FAILED is a fix; NO_SCHEMA, PENDING, added and
+removed are plain changes; PENDING in both is unsurveyed, not unchanged."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+
+import pytest
+
+from conftest import REPO_ROOT, run_cli
+from flagos_doctor.results import groups, verdicts
+
+SAMPLE = os.path.join(REPO_ROOT, "surveys", "results", "torch_fl-ceb4821-sample-flag_gems-5.0.2-h200.json")
+
+
+def cases(*statuses, baseline=None):
+    out = []
+    for index, status in enumerate(statuses):
+        case = {"profile": f"p{index}", "status": status, "route": "kernel" if status != "INVALID_CASE" else "-",
+                "detail": "" if status == "PASS" else f"{status.lower()} detail"}
+        if baseline and index in baseline:
+            case["baseline"] = {"status": baseline[index], "detail": "native"}
+        out.append(case)
+    return out
+
+
+P2 = ("PASS", "PASS")
+A = {
+    "worse": cases(*P2), "newly_failing": cases("PASS", "WRONG"), "untested_to_failed": cases("INVALID_CASE"),
+    "fixed": cases("WRONG", "ERROR"), "to_no_schema": cases("WRONG"), "removed": cases("ERROR"), "lost_pass": cases(*P2),
+    "better_lost_pass": cases("PASS", "WRONG"),
+    "case_regressed": cases("PASS", "WRONG", "PASS"), "to_flaky": cases(*P2), "native_also": cases(*P2),
+    "same": cases("PASS", "WRONG"), "pending_both": None, "to_pending": cases("INVALID_CASE"),
+}
+B = {
+    "worse": cases("PASS", "WRONG"), "newly_failing": cases("WRONG", "WRONG"), "untested_to_failed": cases("WRONG"),
+    "fixed": cases(*P2), "to_no_schema": [{"profile": "-", "status": "NO_SCHEMA", "route": "-", "detail": ""}],
+    "added": cases(*P2), "new_failed": cases("ERROR"), "lost_pass": None,
+    "better_lost_pass": cases("INVALID_CASE", "PASS"),
+    "case_regressed": cases("WRONG", "WRONG", "PASS"), "to_flaky": cases("PASS", "FLAKY"),
+    "native_also": cases("PASS", "WRONG", baseline={1: "WRONG"}),
+    "same": cases("PASS", "WRONG"), "pending_both": None, "to_pending": None,
+}
+
+
+def results_file(path, base, overloads: dict) -> str:
+    """``base`` with these overloads only (None: PENDING), its verdicts and summary worked out
+    from the cases by the survey's public rules, as a survey writes them."""
+    document = copy.deepcopy(base)
+    routes = sorted(overloads)
+    document["routes"] = routes
+    document["overloads"] = {name: ({"verdict": verdicts.verdict(c), "cases": c} if c is not None
+                                    else {"verdict": "PENDING", "cases": []}) for name, c in overloads.items()}
+    finished = {name: {"cases": c} for name, c in overloads.items() if c is not None}
+    document["summary"] = verdicts.summarize(routes, finished)
+    document["complete"] = len(finished) == len(routes)
+    document["failure_groups"] = groups.failure_groups(document["overloads"])
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(document, handle)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def comparison(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("diff")
+    with open(SAMPLE, encoding="utf-8") as handle:
+        base = json.load(handle)
+    a, b = results_file(tmp / "a.json", base, A), results_file(tmp / "b.json", base, B)
+    done = run_cli("survey", "--compare", a, b, "--json", str(tmp / "c.json"), "--no-store", cwd=str(tmp))
+    assert (tmp / "c.json").exists(), done.stderr[-3000:]
+    return done, json.loads((tmp / "c.json").read_text())
+
+
+def transition(document, name):
+    found = [t for t in document["transitions"] if t["overload"] == name]
+    return (found[0]["kind"], found[0]["mark"]) if found else None
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("worse", ("regression", "worse")),                       # STRICT -> BASIC_ONLY
+    ("newly_failing", ("regression", "newly failing")),       # BASIC_ONLY -> FAILED
+    ("untested_to_failed", ("regression", "newly failing")),  # up the rank, and still FAILED: no fix
+    ("new_failed", ("regression", "newly failing")),          # new in B, FAILED
+    ("fixed", ("fix", "better")),                             # FAILED -> STRICT
+    ("to_no_schema", ("change", "changed")),                 # FAILED -> NO_SCHEMA
+    ("to_pending", ("change", "changed")),                    # UNTESTED -> PENDING
+    # a verdict change to PENDING is a plain change, but its PASS cases are gone: the case rule
+    ("lost_pass", ("regression", "changed, lost a PASS case")),
+    ("better_lost_pass", ("regression", "better, lost a PASS case")),  # BASIC_ONLY -> STRICT, p0 PASS -> INVALID_CASE
+    ("added", ("change", "added")),
+    ("removed", ("change", "removed")),                       # FAILED, then absent
+    ("case_regressed", None), ("to_flaky", None), ("native_also", None), ("same", None), ("pending_both", None),
+])
+def test_each_verdict_change_is_classified(comparison, name, expected):
+    assert transition(comparison[1], name) == expected
+
+
+def test_a_case_from_pass_to_a_failure_is_a_regression_even_when_the_verdict_holds(comparison):
+    document = comparison[1]
+    changed = {(c["overload"], c["profile"]): c for c in document["cases_changed"]}
+    assert changed[("case_regressed", "p0")]["regression"] is True
+    # ... but not to FLAKY, nor to a failure the native path shares
+    assert changed[("to_flaky", "p1")]["regression"] is False
+    assert changed[("native_also", "p1")]["regression"] is False
+    assert changed[("native_also", "p1")]["to"] == {"status": "WRONG", "route": "kernel", "baseline": "WRONG"}
+
+
+def test_the_counts(comparison):
+    done, document = comparison
+    # worse, newly_failing, untested_to_failed, new_failed, case_regressed, lost_pass, better_lost_pass
+    assert document["regressions"] == 7
+    assert document["fixes"] == 1             # "fixed"; better_lost_pass is a regression, not a fix
+    assert document["unchanged"] == 1          # "same" only: to_flaky and native_also changed cases
+    assert document["unsurveyed"] == 1         # PENDING in both: neither ran it
+    assert done.returncode == 1                # regressions: the compare fails
