@@ -147,3 +147,20 @@ def test_the_scrubbing_stream_hides_what_is_written_and_is_the_stream_otherwise(
     assert stream.getvalue() == inner.getvalue()  # everything else is the wrapped stream's
     raw = io.BytesIO()
     assert redact.ScrubbingStream(raw).write(b"stream-s3cret") == 13 and raw.getvalue() == b"stream-s3cret"
+
+
+def test_a_dsn_password_without_pw_in_it_is_found_by_its_key():
+    # the cheap scan looks for "pw" or "passw": each alone must be enough
+    assert redact.mask_url_passwords("host=db password=hunter22") == "host=db password=***"
+    assert redact.mask_url_passwords("host=db pwd=hunter22") == "host=db pwd=***"
+
+
+def test_a_scheme_is_read_back_at_most_32_characters():
+    # the scheme found is the last 32 characters before ://: here all letters, so a URL,
+    # though a digit starts the word 33 back (a longer read would see "1..." and no scheme)
+    text = "1" + "a" * 32 + "://u:hunter22@h/x"
+    assert redact.mask_url_passwords(text) == "1" + "a" * 32 + "://u:***@h/x"
+
+
+def test_what_is_neither_text_nor_a_container_is_returned_as_it_is():
+    assert redact.scrub(5, ["5"]) == 5 and redact.scrub(None, []) is None and redact.scrub(2.5, []) == 2.5
