@@ -164,3 +164,29 @@ def test_a_scheme_is_read_back_at_most_32_characters():
 
 def test_what_is_neither_text_nor_a_container_is_returned_as_it_is():
     assert redact.scrub(5, ["5"]) == 5 and redact.scrub(None, []) is None and redact.scrub(2.5, []) == 2.5
+
+
+@pytest.mark.parametrize("text, masked", [
+    ("1 https://u:hunter22@h", "1 https://u:***@h"),                # the scheme stops at the space
+    ("redis://:hunter22@cache:6379", "redis://:***@cache:6379"),  # no user, a password
+    ("https://u:hunter22@", "https://u:***@"),                    # the @ ends the text
+])
+def test_url_passwords_at_the_edges(text, masked):
+    assert redact.mask_url_passwords(text) == masked
+
+
+@pytest.mark.parametrize("text", [
+    "ssh://git@host",                        # a user and no colon: nothing to hide
+    "https://a b:c@d",                       # a space inside: not one URL's userinfo
+    "mail a@b.c about https://host:8080/x",  # an @ elsewhere, a port's colon: no password
+])
+def test_what_is_no_url_password_either(text):
+    assert redact.mask_url_passwords(text) == text
+
+
+def test_a_url_password_in_the_environment_is_learnt_as_a_secret_value():
+    assert redact.secret_values({"DB_URL": "mysql://u:hunter22@h/x", "PLAIN": "no url here"}) == ["hunter22"]
+
+
+def test_keys_that_are_not_text_are_kept():
+    assert redact.scrub({1: "a", 2: ["abcdefg"]}, ["abcdefg"]) == {1: "a", 2: ["<redacted>"]}
