@@ -107,3 +107,10 @@ def test_a_fallback_pass_is_a_pass_through_the_cpu_fallback():
 ])
 def test_settle(runs, excused, expected):
     assert verdicts.settle(runs, excused) == expected
+
+
+def test_basic_counts_overloads_with_a_counted_pass():
+    # all passing: basic; all failing: not basic (a failing counted case is no pass)
+    summary = verdicts.summarize(["ok.op", "bad.op"], {"ok.op": {"cases": [case("PASS")]},
+                                                       "bad.op": {"cases": [case("WRONG")]}})
+    assert (summary["tested"], summary["basic"], summary["strict"]) == (2, 1, 1)
