@@ -170,6 +170,7 @@ def test_what_is_neither_text_nor_a_container_is_returned_as_it_is():
     ("1 https://u:hunter22@h", "1 https://u:***@h"),                # the scheme stops at the space
     ("redis://:hunter22@cache:6379", "redis://:***@cache:6379"),  # no user, a password
     ("https://u:hunter22@", "https://u:***@"),                    # the @ ends the text
+    ("s://u:hunter22@h", "s://u:***@h"),                          # a one-letter scheme that starts the text
 ])
 def test_url_passwords_at_the_edges(text, masked):
     assert redact.mask_url_passwords(text) == masked
