@@ -34,7 +34,7 @@ P2 = ("PASS", "PASS")
 A = {
     "worse": cases(*P2), "newly_failing": cases("PASS", "WRONG"), "untested_to_failed": cases("INVALID_CASE"),
     "fixed": cases("WRONG", "ERROR"), "to_no_schema": cases("WRONG"), "removed": cases("ERROR"), "lost_pass": cases(*P2),
-    "better_lost_pass": cases("PASS", "WRONG"),
+    "better_lost_pass": cases("PASS", "WRONG"), "other_native": cases(*P2), "pass_with_baseline": cases("WRONG"),
     "case_regressed": cases("PASS", "WRONG", "PASS"), "to_flaky": cases(*P2), "native_also": cases(*P2),
     "same": cases("PASS", "WRONG"), "pending_both": None, "to_pending": cases("INVALID_CASE"),
 }
@@ -43,6 +43,8 @@ B = {
     "fixed": cases(*P2), "to_no_schema": [{"profile": "-", "status": "NO_SCHEMA", "route": "-", "detail": ""}],
     "added": cases(*P2), "new_failed": cases("ERROR"), "lost_pass": None,
     "better_lost_pass": cases("INVALID_CASE", "PASS"),
+    "other_native": cases("PASS", "ERROR", baseline={1: "WRONG"}),
+    "pass_with_baseline": cases("PASS", baseline={0: "WRONG"}),  # the baseline ran, the case then passed  # the native path fails otherwise: no excuse
     "case_regressed": cases("WRONG", "WRONG", "PASS"), "to_flaky": cases("PASS", "FLAKY"),
     "native_also": cases("PASS", "WRONG", baseline={1: "WRONG"}),
     "same": cases("PASS", "WRONG"), "pending_both": None, "to_pending": None,
@@ -72,7 +74,8 @@ def comparison(tmp_path_factory):
     with open(SAMPLE, encoding="utf-8") as handle:
         base = json.load(handle)
     a, b = results_file(tmp / "a.json", base, A), results_file(tmp / "b.json", base, B)
-    done = run_cli("survey", "--compare", a, b, "--json", str(tmp / "c.json"), "--no-store", cwd=str(tmp))
+    done = run_cli("survey", "--compare", a, b, "--json", str(tmp / "c.json"), "--no-store", "--all",
+                   cwd=str(tmp))
     assert (tmp / "c.json").exists(), done.stderr[-3000:]
     return done, json.loads((tmp / "c.json").read_text())
 
@@ -88,6 +91,7 @@ def transition(document, name):
     ("untested_to_failed", ("regression", "newly failing")),  # up the rank, and still FAILED: no fix
     ("new_failed", ("regression", "newly failing")),          # new in B, FAILED
     ("fixed", ("fix", "better")),                             # FAILED -> STRICT
+    ("other_native", ("regression", "worse")),
     ("to_no_schema", ("change", "changed")),                 # FAILED -> NO_SCHEMA
     ("to_pending", ("change", "changed")),                    # UNTESTED -> PENDING
     # a verdict change to PENDING is a plain change, but its PASS cases are gone: the case rule
@@ -109,13 +113,25 @@ def test_a_case_from_pass_to_a_failure_is_a_regression_even_when_the_verdict_hol
     assert changed[("to_flaky", "p1")]["regression"] is False
     assert changed[("native_also", "p1")]["regression"] is False
     assert changed[("native_also", "p1")]["to"] == {"status": "WRONG", "route": "kernel", "baseline": "WRONG"}
+    # beside a PASS the baseline tells only how the survey got there: not shown
+    assert changed[("pass_with_baseline", "p0")]["to"] == {"status": "PASS", "route": "kernel"}
 
 
 def test_the_counts(comparison):
     done, document = comparison
-    # worse, newly_failing, untested_to_failed, new_failed, case_regressed, lost_pass, better_lost_pass
-    assert document["regressions"] == 7
-    assert document["fixes"] == 1             # "fixed"; better_lost_pass is a regression, not a fix
+    # worse, newly_failing, untested_to_failed, new_failed, case_regressed, lost_pass, better_lost_pass, other_native
+    assert document["regressions"] == 8
+    assert document["fixes"] == 2             # fixed, pass_with_baseline; better_lost_pass is a regression
     assert document["unchanged"] == 1          # "same" only: to_flaky and native_also changed cases
     assert document["unsurveyed"] == 1         # PENDING in both: neither ran it
     assert done.returncode == 1                # regressions: the compare fails
+
+
+def test_a_changed_case_in_words(comparison):
+    # case_text: the status and route, and what the native path did when it failed too
+    lines = {" ".join(line.split()[:2]): " ".join(line.split()[2:]) for line in comparison[0].stdout.splitlines()
+             if line.startswith("  ") and " -> " in line}
+    assert lines["native_also p1"] == "PASS (kernel) -> WRONG (kernel), and the native path is WRONG too"
+    assert lines["other_native p1"] == "PASS (kernel) -> ERROR (kernel); the native path: WRONG regression"
+    assert lines["new_failed p0"] == "absent -> ERROR (kernel)"
+    assert lines["to_pending p0"] == "INVALID_CASE (-) -> absent"
