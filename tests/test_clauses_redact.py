@@ -171,6 +171,7 @@ def test_what_is_neither_text_nor_a_container_is_returned_as_it_is():
     ("redis://:hunter22@cache:6379", "redis://:***@cache:6379"),  # no user, a password
     ("https://u:hunter22@", "https://u:***@"),                    # the @ ends the text
     ("s://u:hunter22@h", "s://u:***@h"),                          # a one-letter scheme that starts the text
+    ("see s3://u:hunter22@bucket", "see s3://u:***@bucket"),      # a digit inside the scheme
 ])
 def test_url_passwords_at_the_edges(text, masked):
     assert redact.mask_url_passwords(text) == masked
