@@ -51,6 +51,10 @@ B = {
 }
 
 
+# a case whose first run another case's sticky device error poisoned, traced by replay
+B["same"][0]["poisoned_by"] = {"overload": "frac", "profile": "1d-f32"}
+
+
 def results_file(path, base, overloads: dict) -> str:
     """``base`` with these overloads only (None: PENDING), its verdicts and summary worked out
     from the cases by the survey's public rules, as a survey writes them."""
@@ -135,3 +139,12 @@ def test_a_changed_case_in_words(comparison):
     assert lines["other_native p1"] == "PASS (kernel) -> ERROR (kernel); the native path: WRONG regression"
     assert lines["new_failed p0"] == "absent -> ERROR (kernel)"
     assert lines["to_pending p0"] == "INVALID_CASE (-) -> absent"
+
+
+def test_a_traced_sticky_error_is_told_and_changes_nothing(comparison):
+    done, document = comparison
+    assert document["sticky_traced"] == [{"arm": "b", "overload": "same", "profile": "p0", "status": "PASS",
+                                          "poisoned_by": {"overload": "frac", "profile": "1d-f32"}}]
+    assert ("B: same [p0] is PASS; its first run's sticky device error was left by frac [1d-f32] (replayed)"
+            in " ".join(done.stdout.split()))
+    assert transition(document, "same") is None and document["unchanged"] == 1
