@@ -148,3 +148,24 @@ def test_a_traced_sticky_error_is_told_and_changes_nothing(comparison):
     assert ("B: same [p0] is PASS; its first run's sticky device error was left by frac [1d-f32] (replayed)"
             in " ".join(done.stdout.split()))
     assert transition(document, "same") is None and document["unchanged"] == 1
+
+
+@pytest.mark.parametrize("older", ["a", "b"])
+def test_a_summary_without_the_newer_counts_is_read_from_its_cases(tmp_path, older):
+    # an older results file's summary has no statuses, fallback_passes or native_also: the
+    # statuses are counted from its cases, the other rows shown while either arm has them
+    with open(SAMPLE, encoding="utf-8") as handle:
+        base = json.load(handle)
+    overloads = {"x": cases("PASS", "WRONG"), "y": cases("PASS")}
+    paths = {arm: results_file(tmp_path / f"{arm}.json", base, overloads) for arm in "ab"}
+    with open(paths[older], encoding="utf-8") as handle:
+        document = json.load(handle)
+    for key in ("statuses", "fallback_passes", "native_also"):
+        document["summary"].pop(key)
+    with open(paths[older], "w", encoding="utf-8") as handle:
+        json.dump(document, handle)
+    done = run_cli("survey", "--compare", paths["a"], paths["b"], "--json", str(tmp_path / "c.json"), "--no-store",
+                   cwd=str(tmp_path))
+    rows = {r["name"]: (r["a"], r["b"]) for r in json.loads((tmp_path / "c.json").read_text())["summary"]["rows"]}
+    assert rows["cases PASS"] == (2, 2) and rows["cases WRONG"] == (1, 1), done.stderr[-2000:]
+    assert rows["PASS via cpu_fallback"] == (0, 0) and rows["failures the native path shares"] == (0, 0)
