@@ -11,7 +11,6 @@ import copy
 import json
 import os
 
-import pytest
 
 from flagos_doctor.compare.diff import classify, compare, exit_code
 from flagos_doctor.compare.markdown import render as render_markdown

@@ -10,7 +10,6 @@ import subprocess
 import dataclasses
 import typing
 
-import pytest
 
 from flagos_doctor.compare.build import ARM_OWN, PATHS, arm_options
 from flagos_doctor.options import options_from_json, options_json

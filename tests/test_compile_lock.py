@@ -1,8 +1,9 @@
 """Workers never compile the same Triton kernel at once (survey/child/compile_lock.py).
 
 Real processes, real Triton compilations for an sm_90 target (no GPU needed to compile),
-each slowed by a pipeline stage that sleeps and writes when it ran: two processes start
-their compilations together, with and without the lock.
+each held in a pipeline stage until it sees another process lowering too or waiting on its
+lock file (/proc/PID/fd), and logging which: two processes start their compilations
+together, with and without the lock, and the log proves overlap and waits by events.
 """
 
 from __future__ import annotations
@@ -20,21 +21,50 @@ COMPILER = r"""
 import json, os, sys, time
 import triton, triton.language as tl
 from triton.backends.compiler import GPUTarget
-from flagos_doctor.survey.child.compile_lock import CompileLock
+from flagos_doctor.survey.child.compile_lock import FOLDER, CompileLock
 from flagos_doctor.survey.child.triton_timing import TritonTimes
 
 folder, block, locked = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "locked"
 
-def slow_stages(*args):  # Triton's stage inspection hook: log, sleep, lower as usual
+def open_files(pid):
+    found = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            found.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass
+    return found
+
+def met_another():
+    # "began": another process is lowering too (the two overlap); "waiting": another holds
+    # open the lock file this one compiles under (it waits for this compilation); else None.
+    others = [name.split("-", 1)[1] for name in os.listdir(folder)
+              if name.startswith("ready-") and name != f"ready-{os.getpid()}"]
+    if any(os.path.exists(os.path.join(folder, f"began-{pid}")) for pid in others):
+        return "began"
+    mine = {path for path in open_files(os.getpid()) if path.startswith(os.path.join(folder, FOLDER) + os.sep)}
+    for pid in others:
+        try:
+            if mine & open_files(pid):
+                return "waiting"
+        except OSError:
+            pass
+    return None
+
+def slow_stages(*args):  # Triton's stage inspection hook: log, hold until another process shows, lower as usual
     if not args:
         return "slow", "slow"
     stages = args[1]
     lower = stages["ttir"]
     def ttir(src, metadata):
-        began = time.time()
-        time.sleep(3)
+        open(os.path.join(folder, f"began-{os.getpid()}"), "w").close()
+        met = None  # what showed this lowering was not alone: another one under way, or a waiter
+        deadline = time.monotonic() + 120  # liveness only: a lowering that met nobody says so
+        while met is None and time.monotonic() < deadline:
+            met = met_another()
+            time.sleep(0.02)
         with open(os.path.join(folder, "lowered.log"), "a") as log:
-            log.write(json.dumps([os.getpid(), began, time.time()]) + "\n")
+            log.write(json.dumps({"pid": os.getpid(), "met": met}) + "\n")
         return lower(src, metadata)
     stages["ttir"] = ttir
 
@@ -93,17 +123,22 @@ def test_two_workers_needing_one_kernel_at_once_compile_it_once(tmp_path):
     waited = [f for f in figures if f["compile_lock_waits"] == 1]
     assert len(compiled) == 1 and len(waited) == 1 and compiled != waited
     assert waited[0]["compile_cache_hits"] == 1 and waited[0]["compiles"] == 0  # then found it in the cache
-    assert waited[0]["compile_lock_seconds"] > 2  # it waited out most of the 3 s compilation
+    # The one lowering went on only once the other process held its lock file open, waiting:
+    # the wait spanned the compilation (shown by the event, not by a number of seconds).
+    assert lowered == [{"pid": lowered[0]["pid"], "met": "waiting"}]
+    assert waited[0]["compile_lock_seconds"] > 0
     # Without the lock (as before it) both compile: the test above can tell the two apart.
     figures, lowered = compile_together(tmp_path, [64, 64], locked=False)
     assert len(lowered) == 2 and all(f["compiles"] == 1 for f in figures)
+    assert [entry["met"] for entry in lowered] == ["began", "began"]  # and they ran at the same time
 
 
 def test_different_kernels_compile_side_by_side(tmp_path):
     figures, lowered = compile_together(tmp_path, [64, 128])
     assert len(lowered) == 2 and all(f["compiles"] == 1 and f["compile_lock_waits"] == 0 for f in figures)
-    (_, first_began, first_ended), (_, second_began, second_ended) = lowered
-    assert first_began < second_ended and second_began < first_ended  # the two ran at the same time
+    # Each lowering went on only once the other had begun: the two ran at the same time (a
+    # lock serialising them would have left each alone, "met": null).
+    assert [entry["met"] for entry in lowered] == ["began", "began"]
 
 
 def test_a_compilation_is_named_by_what_triton_compiles():

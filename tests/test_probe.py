@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 
 import pytest
 
-from conftest import REPO_ROOT, run_cli
+from conftest import REPO_ROOT, find_python, run_cli
 from flagos_doctor.options import ProbeOptions
 from flagos_doctor import output
 from flagos_doctor.probe.formats import markdown, terminal  # noqa: F401  (terminal registers the view)
 from flagos_doctor.probe.runner import run_probe
 
 STACKS = os.path.join(REPO_ROOT, "tests", "fixtures", "probe_stacks")
-PYTHON312 = shutil.which("python3.12") and "/root/.pyenv/versions/3.12.1/bin/python3.12"
+PYTHON312 = find_python("3.12")
 
 
 def probe(monkeypatch_env: dict | None = None, **options) -> dict:
@@ -236,8 +235,8 @@ def test_hang_times_out_with_events_and_the_stack_it_hung_in():
     assert document["interrupted"]["phase"] == "import hangstack"
     assert events(document, "$FLAGOS_HANG_STAGE")
     assert "_wait_for_device" in document["child"]["stderr_tail"]
-    # The stack sleeps 600 s: ending long before that is the timeout's doing, however busy the machine.
-    assert document["seconds"] < 300
+    # The stack sleeps 600 s: the probe's deadline ended it (its reason says so), not the hang's end.
+    assert document["interrupted"]["reason"] == "no answer within 15 s"
 
 
 def test_import_failure_is_a_finding():
@@ -497,7 +496,7 @@ _touch_driver()
 }
 
 
-@pytest.mark.skipif(not PYTHON312 or not os.path.exists(PYTHON312), reason="needs a Python 3.12 interpreter")
+@pytest.mark.skipif(not PYTHON312, reason="needs a Python 3.12 interpreter")
 def test_triton_driver_writes_are_recorded_once_with_dict_watchers_on_python312(tmp_path):
     # On the H200 (Python 3.12) each of _default/_active came twice: once from the
     # DriverConfig hook, once from the dict watcher (#2/#3, #4/#5 in surveys/h200/probe-flag_gems.md).

@@ -20,14 +20,11 @@ import zipfile
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, find_python
 from test_probe import STACKS, events, findings, line_of, probe
 
 PLUGINS = os.path.join(REPO_ROOT, "tests", "fixtures", "plugins")
-PYTHONS = {
-    version: f"/root/.pyenv/versions/{full}/bin/python{version}"
-    for version, full in (("3.10", "3.10.13"), ("3.12", "3.12.1"), ("3.13", "3.13.0"))
-}
+PYTHONS = {version: find_python(version) for version in ("3.10", "3.12", "3.13")}
 CLASS_PROBES = [
     "classstack.target.Thing.cuda", "classstack.target.Other.cuda",
     "classstack.target.Counted.size", "classstack.target.Thing.name", "classstack.target.Plain.mode",
@@ -38,7 +35,7 @@ def _interpreters():
     found = [pytest.param(sys.executable, id=f"{sys.version_info[0]}.{sys.version_info[1]}")]
     for version, path in PYTHONS.items():
         found.append(pytest.param(path, id=version, marks=pytest.mark.skipif(
-            not os.path.exists(path), reason=f"needs a Python {version} interpreter")))
+            path is None, reason=f"needs a Python {version} interpreter")))
     return found
 
 

@@ -1,13 +1,11 @@
 """The committed H200 documents render byte-identical: every view of every command, pinned
-by sha256.
+by its text in tests/golden/<view>.txt.
 
-The digests were computed on main at 21f972e, before the output sink (issue 11) moved the
-renderers; a change of a single byte in any view fails here. The compare and matrix views of
-the harness-1 pair were computed again when the 4.2.0 file took its harness's name (its path
-is in the views) and the matrix's † took the survey's rule, each on main before the sink's
-merge, and checked equal to the merged code's. When a view is changed on
-purpose, recompute its digest (``PIN_PRINT=1 pytest tests/test_render_pins.py -s`` prints
-them all; ``PIN_DUMP=DIR`` writes the views there, to diff) and say why in the commit.
+A change of a single byte in any view fails here, naming the first line that differs. When a
+view is changed on purpose, ``scripts/regen-golden`` writes the views again (a diff of
+tests/golden to review and commit) and the commit says why. The golden files are made by the
+code they check, so the facts a reader would check by hand are also asserted on their own
+below (test_*_states_*), computed here from the input files, not by the views.
 
 The CLI runs the survey compare, the attribution, the matrix and the suite compare as a user
 would (stdout and stderr both pinned); the probe and report documents, which no command
@@ -16,7 +14,6 @@ reads back, render through their views in-process.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -35,39 +32,10 @@ TORCH_FL_NEW = f"{RESULTS}/torch_fl-ceb4821-sample-flag_gems-5.0.2-h200.json"
 TORCH_FL = f"{RESULTS}/torch_fl-1adbc97-flag_gems-5.0.2-h200.json"
 GEMS_ON_TORCH_FL_ROUTES = f"{RESULTS}/flag_gems-5.0.2-torch_fl-routes-h200.json"
 
-PINS = {
-    "attribute.json": "af7e426be162085b5b3a6cde521b49cab65a150abc101eca3a1439e157434e68",
-    "attribute.md": "bb966191f7ec8c46018408c3b6ab3835ffb28c0995ae4b3ff0c56afc4b181efc",
-    "attribute.stderr": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-    "attribute.stdout": "de447cbc887c7ee997e794569cb9d2093bd063e47a25419fa6e966235a04612f",
-    "compare-4.2.0-5.0.2-all.stderr": "29792d2955261b44fc2a720ffffffa72586ad59a1bdd22c8e31e8e2d70ba5067",
-    "compare-4.2.0-5.0.2-all.stdout": "993e26c36ee437bb936ab47d038085a57ed747a28cbfa46eb42f5060d9bcc99e",
-    "compare-4.2.0-5.0.2-md-on-stdout.stderr": "0bc4f9ff9e96af330cc64064d81b11a4fee177b83f11b42077ffbab496a0f583",
-    "compare-4.2.0-5.0.2-md-on-stdout.stdout": "aa5cf1fbda9ca01f94d09eb54ec5ab1d7b54bd65f1c042ffa32e9ce1dbe54c3d",
-    "compare-4.2.0-5.0.2.json": "19f5c2aec227a29d76a8b12d1e806de60b3a4cd7c9d247bcd47f7b3736c30c2b",
-    "compare-4.2.0-5.0.2.md": "0589988a0569a705e36f7ca52c8fdd6adac84739687f453c9aa599ba14ccbc3f",
-    "compare-4.2.0-5.0.2.stderr": "29792d2955261b44fc2a720ffffffa72586ad59a1bdd22c8e31e8e2d70ba5067",
-    "compare-4.2.0-5.0.2.stdout": "706c14326c49a8bcb4d1d854382cd8ebfb03127b8d885879bcaff0bb042f9b47",
-    "compare-5c9d6f4-ceb4821.json": "2300ba22b13fb04203f63213a594efaef6930f1459fc3fdb89d53b3498f20ec0",
-    "compare-5c9d6f4-ceb4821.md": "f8fb527a8ec2e645f7df255ba847dd66655d6aa990eb9cbc025ada2459b8b10c",
-    "compare-5c9d6f4-ceb4821.stderr": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-    "compare-5c9d6f4-ceb4821.stdout": "ad27df30390dbb5d736d74f3d0e01e043ea6350d1570a3ec1a06e8839309df34",
-    "matrix.csv": "86e915a634c24671200ee120e0c4470a444a52b253ae10c79d90e7a879daa19d",
-    "matrix.html": "9fd8a7aca9659c64dff70e14fdd0a6d8f737fcec4969a6b18e918dace21fad3b",
-    "matrix.json": "86fae3855eb5a9ae4f6313a7a1f31d48b3f51a1e6352daf561f6e2095e6edbdb",
-    "matrix.md": "4a921183342cd4b230cfb902e70ad443471020fe9a37315c96446a54c6319f94",
-    "matrix.stdout": "eb0f575f3aca49725b2333f6197d9ccfe77dd39f8f36e9f5ff23b36a9318e0e9",
-    "probe-torch_fl-ready.json": "d7943b3e99f153cfd2e519b7872e4f8f1220b90bccbd66ffa5edc16fd9d4718c",
-    "probe-torch_fl-ready.md": "3f57e848548386efe2080ac8a284c06c2edfff41f43e4eb76404d3fa2d34a132",
-    "probe-torch_fl-ready.md-small": "9e191a2918d13d10b50d1c9bd493ffff248d67f196efdfd6134afcf54ef62a69",
-    "probe-torch_fl-ready.terminal": "011df920a91c8209f3cf6bb532da49d8be379cf5cfa798ebdf552e72f83c1d75",
-    "report-torch_fl-ready.md": "d6ce35e5c5447d63a9432a9049a7c1a9b32cb16c6f0df7ccf118f99fec651d7d",
-    "report-torch_fl-ready.md-small": "4a54d52b483bb7345b3d7a8f27fa92cb46240c830fa11855df273eca2bbd331d",
-    "suite.json": "b3c8a226f46f05b3106216aad16513f4c3fd45cc08a13c7063c3fd616885ce05",
-    "suite.md": "c21dc65a6e22101eea5b095f0977a754ae08eca31cafaa7c02087ee8590398a3",
-    "suite.stdout": "66cdd5ab69ebe81a49236b888c5211d40fd7947b413b53f2b2d6d5f5d24fbe0f",
-    "survey-summary-4.2.0.terminal": "44a1f8cfdb3970e84e1d714115c3944438fcdc10dcaf794110b00a7de208ecbe",  # not-counted causes in one line
-}
+#: One committed file per view, the view's text as it renders: tests/golden/<view>.txt. A
+#: re-pin is ``scripts/regen-golden`` and a reviewable diff of these files.
+GOLDEN = os.path.join(REPO_ROOT, "tests", "golden")
+PINS = sorted(name[: -len(".txt")] for name in os.listdir(GOLDEN) if name.endswith(".txt"))
 
 JUNIT_A = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="3" failures="0" errors="0" skipped="0">
@@ -83,10 +51,6 @@ JUNIT_B = """<?xml version="1.0" encoding="utf-8"?>
 <testcase classname="tests.test_ops" name="test_sub" time="0.030"><skipped message="no device"/></testcase>
 </testsuite></testsuites>
 """
-
-
-def _sha(data: str) -> str:
-    return hashlib.sha256(data.encode("utf-8")).hexdigest()
 
 
 def _cli(renderings: dict, name: str, tmp_path, *args, code: int, files: dict | None = None, cwd=REPO_ROOT) -> None:
@@ -153,18 +117,66 @@ def renderings(tmp_path_factory) -> dict:
     return {name: text.replace(str(tmp), "TMP") for name, text in found.items()}
 
 
+def golden(name: str) -> str:
+    with open(os.path.join(GOLDEN, f"{name}.txt"), encoding="utf-8", newline="") as handle:
+        return handle.read()
+
+
 def test_every_pinned_view_was_rendered(renderings):
-    if os.environ.get("PIN_PRINT"):
-        for name in sorted(renderings):
-            print(f'    "{name}": "{_sha(renderings[name])}",')
-    if os.environ.get("PIN_DUMP"):  # a directory to diff the views themselves
-        os.makedirs(os.environ["PIN_DUMP"], exist_ok=True)
+    if os.environ.get("GOLDEN_WRITE"):  # scripts/regen-golden
+        for name in PINS:
+            if name not in renderings:
+                os.unlink(os.path.join(GOLDEN, f"{name}.txt"))
         for name, text in renderings.items():
-            with open(os.path.join(os.environ["PIN_DUMP"], name), "w", encoding="utf-8") as handle:
+            with open(os.path.join(GOLDEN, f"{name}.txt"), "w", encoding="utf-8", newline="") as handle:
                 handle.write(text)
-    assert sorted(renderings) == sorted(PINS)
+        return
+    assert sorted(renderings) == PINS
 
 
-@pytest.mark.parametrize("name", sorted(PINS))
+@pytest.mark.parametrize("name", PINS)
 def test_view_is_byte_identical(renderings, name):
-    assert _sha(renderings[name]) == PINS[name], name
+    expected, got = golden(name), renderings[name]
+    if got != expected:
+        lines, wanted = got.splitlines(), expected.splitlines()
+        first = next((n for n, (a, b) in enumerate(zip(lines, wanted)) if a != b), min(len(lines), len(wanted)))
+        shown = lambda text: text[first] if first < len(text) else "<end>"  # noqa: E731
+        pytest.fail(f"{name} differs from tests/golden/{name}.txt at line {first + 1}:\n"
+                    f"  rendered: {shown(lines)!r}\n  golden:   {shown(wanted)!r}\n"
+                    "(a change on purpose: scripts/regen-golden, and say why in the commit)")
+
+
+# -- facts stated beside the golden files, computed from the inputs, not by the views --------
+def verdict_counts(path: str) -> dict:
+    document = _load(os.path.join(REPO_ROOT, path))
+    counts: dict = {}
+    for entry in document["overloads"].values():
+        counts[entry["verdict"]] = counts.get(entry["verdict"], 0) + 1
+    return {"registered": len(document["overloads"]), **counts}
+
+
+def test_the_compare_states_the_counts_of_its_inputs():
+    a, b = verdict_counts(FLAG_GEMS_4), verdict_counts(FLAG_GEMS_5)
+    assert (a["registered"], b["registered"], a["STRICT"], b["STRICT"]) == (308, 433, 39, 323)
+    text = golden("compare-4.2.0-5.0.2.stdout")
+    assert f" registered            │  {a['registered']} │  {b['registered']} │  +{b['registered'] - a['registered']} " in text
+    assert f" strict                │   {a['STRICT']} │  {b['STRICT']} │  +{b['STRICT'] - a['STRICT']} " in text
+
+
+def test_the_matrix_has_one_row_per_overload_of_either_file_with_its_verdicts():
+    a = _load(os.path.join(REPO_ROOT, FLAG_GEMS_4))["overloads"]
+    b = _load(os.path.join(REPO_ROOT, FLAG_GEMS_5))["overloads"]
+    rows = golden("matrix.csv").splitlines()[1:]
+    assert len(rows) == len(set(a) | set(b)) == 436
+    for row in rows:
+        name, _family, left, right = row.split(",")
+        assert left == (a[name]["verdict"] if name in a else ""), row
+        assert right == (b[name]["verdict"] if name in b else ""), row
+
+
+def test_the_suite_compare_states_what_the_junit_files_say():
+    text = golden("suite.stdout")
+    assert "A a.xml                    3       3       0       0        0" in text  # 3 testcases, none failed
+    assert "B a.xml" not in text and "B b.xml                    3       1       1       0        1" in text
+    assert "regression    tests/test_ops.py::test_mul  passed -> failed      assert 2 == 3" in text
+    assert JUNIT_B.count("<testcase") == 3 and JUNIT_B.count("<failure") == 1 and JUNIT_B.count("<skipped") == 1

@@ -207,7 +207,7 @@ def test_report_attaches_a_forced_comparison_within_the_budget(tmp_path):
     assert len(text) <= 30_000
     assert "compared anyway (--force)" in text and "| Platform |" in text
     assert text.index("### Survey") < text.index("#### Failures by cause") < text.index("### Survey comparison")
-    assert f"| 525 | " in text and LAUNCHER in text
+    assert "| 525 | " in text and LAUNCHER in text
     assert CLOSING.search(text) and "report --json PATH" in CLOSING.search(text).group(3)
 
 

@@ -18,6 +18,7 @@ import tempfile
 from flagos_doctor import git
 from flagos_doctor.errors import BadInput
 
+
 def resolve_commit(repo: str, ref: str) -> str | None:
     """The full hash ``ref`` names in ``repo`` (a prefix, a branch, a tag), or None when it
     names no commit there. BadInput when ``repo`` is not a directory."""

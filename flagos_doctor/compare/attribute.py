@@ -71,7 +71,6 @@ CASE_FIELDS = tuple(name for name in comparable.COMPARED if name not in BY_DESIG
 _DETAIL = 200
 
 
-
 def _baseline_failed(*cases: dict | None) -> dict | None:
     for case in cases:
         baseline = (case or {}).get("baseline")

@@ -62,6 +62,7 @@ LOUD_FAILURES = (ERROR, CRASH, TIMEOUT, MISSING_FUNCTION)
 LOST_PASS = "lost a PASS case"
 NOW_WRONG = "now returns wrong values"
 
+
 def _cases_by_profile(entry: dict | None) -> dict:
     cases = (entry or {}).get("cases") or []
     return {case.get("profile"): case for case in cases if isinstance(case, dict)}

@@ -340,6 +340,7 @@ def _disagreements(run: Run) -> list[dict]:
         if not now or not before or now["repr"] == before["repr"]:
             continue
         where = (probe.get("final") or {}).get("defined_at")
+
         def says(call):
             return f"answers {call['repr']}" if call["ok"] else f"raises {call['repr']}"
 

@@ -20,7 +20,6 @@ from flagos_doctor.options import ProbeOptions
 from flagos_doctor.probe import SCHEMA, findings, watch
 
 
-
 def child_config(options: ProbeOptions) -> dict:
     """What the child needs, from the options; raise BadInput for unusable options."""
     if options.stack is not None:

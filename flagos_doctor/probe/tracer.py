@@ -834,7 +834,7 @@ class Tracer:
         self.driver_created = True
         answers = {}
         try:
-            from triton.backends import backends  # noqa: the stack already imported triton
+            from triton.backends import backends  # the stack already imported triton
 
             for backend_name, backend in backends.items():
                 try:

@@ -27,6 +27,7 @@ from flagos_doctor.report import environment
 
 REPORT_SCHEMA = "flagos-doctor/report/1"
 
+
 def stack_modules(options: ReportOptions) -> tuple[list[str] | None, str | None]:
     """(modules the env child imports, device type when known here) for ``--import`` or
     ``--stack`` (:mod:`flagos_doctor.stacks`); (None, None): the env child finds the stack

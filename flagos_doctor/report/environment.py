@@ -48,6 +48,8 @@ TOOLKITS = (
 ENV_PREFIXES = ("FLAGOS_", "GEMS_", "FLAGGEMS_", "TRITON_", "HF_", "TRANSFORMERS_")
 ENV_NAMES = ("TORCH_DEVICE_BACKEND_AUTOLOAD", "ACCELERATOR", "PPU_SDK", "ARCH", "CUDA_VISIBLE_DEVICES",
              "ASCEND_RT_VISIBLE_DEVICES", "MUSA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "PYTORCH_CUDA_ALLOC_CONF")
+
+
 def runtime_config(environ=None) -> list[dict]:
     """The runtime configuration variables that are set, secrets redacted.
 

@@ -105,6 +105,7 @@ def summarize(route_set: list[str], overloads: dict[str, dict]) -> dict:
         "native_also_overloads": sorted(native_also),
     }
 
+
 def settle(statuses: list[str], excused: list[int] = ()) -> str:
     """A case's status from all its runs' (the survey's first): FLAKY when it passed in some
     run and failed in another; when every run failed, the way it failed most often (ties

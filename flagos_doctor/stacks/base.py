@@ -151,6 +151,7 @@ class Stack:
         (PrivateUse1's name, then cuda)."""
         return self.device_type
 
+
 def distribution(name: str):
     """The installed distribution of an import name (``flag_gems`` or ``flag-gems``), or None.
 

@@ -141,8 +141,6 @@ def stopped_compiling(status: str, run: dict) -> bool:
     return status == model.TIMEOUT and where in ("compile", "autotune")
 
 
-
-
 def _apply_baseline(record: ResultsFile, pairs: list[tuple[str, dict]], found: dict, figures: dict) -> None:
     for name, case in pairs:
         run = found.get((name, case["profile"]))

@@ -42,8 +42,6 @@ def from_document(document: dict) -> dict[tuple[str, str], float]:
     return seconds
 
 
-
-
 def _newest_first(entries: list) -> list:
     def modified(entry) -> float:
         try:

@@ -179,6 +179,8 @@ def _render_missing(document: dict, console) -> None:
             f"static check of {static['library']}: it calls {static['calls']} FlagGems functions, "
             f"{len(static.get('missing') or {})} not in flag_gems {provenance.get('flag_gems')}"
             + (f" ({len(static['overloads'])} bound overloads)" if "overloads" in static else "")))
+
+
 def _render_confirmed(document: dict, console) -> None:
     """Failures the native path shares, FLAKY cases, and when the verdicts were measured."""
     from flagos_doctor.results.verdicts import is_native_also

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from flagos_doctor import conf as conf_parser
 from flagos_doctor.errors import BadInput
 
+
 @dataclass(frozen=True)
 class RouteSet:
     overloads: list[str]  # sorted, unique

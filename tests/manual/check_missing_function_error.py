@@ -15,7 +15,6 @@ Seen on 2026-12-01 (torch 2.13.0+cpu, Python 3.11)::
 reads from it). The kernel sits on the CPU key here, PrivateUse1 in torch_fl; the way the
 exception crosses the dispatcher into Python is the same.
 """
-import os
 import tempfile
 
 import torch

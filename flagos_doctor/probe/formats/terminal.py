@@ -24,7 +24,6 @@ def lines(document: dict) -> list[str]:
     if document.get("interrupted"):
         info = document["interrupted"]
         out.append(f"  [red]!![/red]   {escape(str(info.get('phase')))}: {escape(info['reason'])}")
-    events = {e["seq"]: e for e in document.get("events", [])}
     out += ["", "[bold]Probes[/bold] (each write in order; reads after a redirect)"]
     for probe in interesting_probes(document):
         state = state_text(probe)

@@ -1,0 +1,75 @@
+"""explain's attribution (flagos_doctor/explain/analysis.py), each promise of its docstring on
+a real run of ``flagos-doctor explain`` over a real program on the seed replica stack (which
+redirects torch.cuda.is_available): a failed test is judged on its own reads only, so it is
+never blamed for a read another test made; an uncaught exception on every read of the run;
+a bare non-zero exit has no traceback and so no cause."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import FIXTURES, run_cli
+
+EXPLAIN = os.path.join(FIXTURES, "explain")
+SEED_ENV = {"PYTHONPATH": os.path.join(FIXTURES, "probe_stacks")}
+
+
+def explain(tmp_path, *command, cwd=None):
+    out = tmp_path / "explain.json"
+    done = run_cli("explain", "--json", str(out), "--stack", "seedreplica", "--", *command, env=SEED_ENV,
+                   cwd=cwd or str(tmp_path))
+    assert out.exists(), done.stderr[-3000:]
+    return done, json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def two_tests(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("attribution")
+    return explain(tmp, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "attribution_tests.py",
+                   cwd=EXPLAIN)
+
+
+def test_a_test_is_never_blamed_for_a_read_another_test_made(two_tests):
+    done, document = two_tests
+    by_test = {f["test"].rsplit("::", 1)[1]: f for f in document["failures"]}
+    asked, before = by_test["test_asks_and_fails"], by_test["test_fails_before_asking"]
+    # Both tracebacks pass through pick_device, the reader of the redirected probe ...
+    assert "pick_device" in [f["function"] for f in asked["traceback"]]
+    assert before["traceback"][-1]["function"] == "pick_device"
+    # ... and the only read there was made in test_asks_and_fails: it has the cause, the other none.
+    reads = [e for e in document["events"] if e["kind"] == "read" and (e.get("where") or {}).get("function") == "pick_device"]
+    assert [e["step"] for e in reads] == [f"test {asked['test']}"]
+    [cause] = document["causes"]
+    assert cause["failure"] == asked["id"] and cause["read"] == reads[0]["seq"]
+    assert cause["probe"] == "torch.cuda.is_available" and cause["answer"] == "True"
+    assert before["causes"] == []
+    assert done.returncode == 1
+
+
+def test_an_uncaught_exception_is_judged_on_every_read_of_the_run(tmp_path):
+    # The read is made while importing, outside any step of the program's own, and still counts.
+    script = tmp_path / "uncaught.py"
+    script.write_text("import torch\nimport seedreplica  # noqa: F401\n\n"
+                      "cuda = torch.cuda.is_available()\n\n\ndef run():\n"
+                      "    torch.zeros(1, device='cuda' if cuda else 'cpu')\n\n\nrun()\n")
+    done, document = explain(tmp_path, sys.executable, str(script))
+    [failure] = document["failures"]
+    assert failure["kind"] == "exception" and not failure.get("test")
+    causes = [c for c in document["causes"] if c["failure"] == failure["id"]]
+    assert [c["reader"]["function"] for c in causes] == ["<module>"], causes
+    assert causes[0]["reader"]["line"] == 4
+
+
+def test_a_bare_non_zero_exit_has_no_cause(tmp_path):
+    script = tmp_path / "exits.py"
+    script.write_text("import sys\nimport torch\nimport seedreplica  # noqa: F401\n\n"
+                      "if torch.cuda.is_available():\n    sys.exit(3)\n")
+    done, document = explain(tmp_path, sys.executable, str(script))
+    assert document["program"]["returncode"] == 3
+    [failure] = document["failures"]
+    assert failure["kind"] != "exception" and not failure.get("traceback")
+    assert document["causes"] == [] and failure["causes"] == []

@@ -1,0 +1,171 @@
+"""The compare's classification (flagos_doctor/compare/diff.py, its module docstring's Rules),
+each clause on two results files written here and compared by the CLI (``survey --compare``):
+worse and newly failing (also from UNTESTED, also an overload new in B) are regressions; a
+case from PASS to a failure is one even when the verdict holds, but not to FLAKY nor to a
+failure its baseline shares; better and not FAILED is a fix; NO_SCHEMA, PENDING, added and
+removed are plain changes; PENDING in both is unsurveyed, not unchanged."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+
+import pytest
+
+from conftest import REPO_ROOT, run_cli
+from flagos_doctor.results import groups, verdicts
+
+SAMPLE = os.path.join(REPO_ROOT, "surveys", "results", "torch_fl-ceb4821-sample-flag_gems-5.0.2-h200.json")
+
+
+def cases(*statuses, baseline=None):
+    out = []
+    for index, status in enumerate(statuses):
+        case = {"profile": f"p{index}", "status": status, "route": "kernel" if status != "INVALID_CASE" else "-",
+                "detail": "" if status == "PASS" else f"{status.lower()} detail"}
+        if baseline and index in baseline:
+            case["baseline"] = {"status": baseline[index], "detail": "native"}
+        out.append(case)
+    return out
+
+
+P2 = ("PASS", "PASS")
+A = {
+    "worse": cases(*P2), "newly_failing": cases("PASS", "WRONG"), "untested_to_failed": cases("INVALID_CASE"),
+    "fixed": cases("WRONG", "ERROR"), "to_no_schema": cases("WRONG"), "removed": cases("ERROR"), "lost_pass": cases(*P2),
+    "better_lost_pass": cases("PASS", "WRONG"), "other_native": cases(*P2), "pass_with_baseline": cases("WRONG"),
+    "case_regressed": cases("PASS", "WRONG", "PASS"), "to_flaky": cases(*P2), "native_also": cases(*P2),
+    "same": cases("PASS", "WRONG"), "pending_both": None, "to_pending": cases("INVALID_CASE"),
+}
+B = {
+    "worse": cases("PASS", "WRONG"), "newly_failing": cases("WRONG", "WRONG"), "untested_to_failed": cases("WRONG"),
+    "fixed": cases(*P2), "to_no_schema": [{"profile": "-", "status": "NO_SCHEMA", "route": "-", "detail": ""}],
+    "added": cases(*P2), "new_failed": cases("ERROR"), "lost_pass": None,
+    "better_lost_pass": cases("INVALID_CASE", "PASS"),
+    "other_native": cases("PASS", "ERROR", baseline={1: "WRONG"}),
+    "pass_with_baseline": cases("PASS", baseline={0: "WRONG"}),  # the baseline ran, the case then passed  # the native path fails otherwise: no excuse
+    "case_regressed": cases("WRONG", "WRONG", "PASS"), "to_flaky": cases("PASS", "FLAKY"),
+    "native_also": cases("PASS", "WRONG", baseline={1: "WRONG"}),
+    "same": cases("PASS", "WRONG"), "pending_both": None, "to_pending": None,
+}
+
+
+# a case whose first run another case's sticky device error poisoned, traced by replay
+B["same"][0]["poisoned_by"] = {"overload": "frac", "profile": "1d-f32"}
+
+
+def results_file(path, base, overloads: dict) -> str:
+    """``base`` with these overloads only (None: PENDING), its verdicts and summary worked out
+    from the cases by the survey's public rules, as a survey writes them."""
+    document = copy.deepcopy(base)
+    routes = sorted(overloads)
+    document["routes"] = routes
+    document["overloads"] = {name: ({"verdict": verdicts.verdict(c), "cases": c} if c is not None
+                                    else {"verdict": "PENDING", "cases": []}) for name, c in overloads.items()}
+    finished = {name: {"cases": c} for name, c in overloads.items() if c is not None}
+    document["summary"] = verdicts.summarize(routes, finished)
+    document["complete"] = len(finished) == len(routes)
+    document["failure_groups"] = groups.failure_groups(document["overloads"])
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(document, handle)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def comparison(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("diff")
+    with open(SAMPLE, encoding="utf-8") as handle:
+        base = json.load(handle)
+    a, b = results_file(tmp / "a.json", base, A), results_file(tmp / "b.json", base, B)
+    done = run_cli("survey", "--compare", a, b, "--json", str(tmp / "c.json"), "--no-store", "--all",
+                   cwd=str(tmp))
+    assert (tmp / "c.json").exists(), done.stderr[-3000:]
+    return done, json.loads((tmp / "c.json").read_text())
+
+
+def transition(document, name):
+    found = [t for t in document["transitions"] if t["overload"] == name]
+    return (found[0]["kind"], found[0]["mark"]) if found else None
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("worse", ("regression", "worse")),                       # STRICT -> BASIC_ONLY
+    ("newly_failing", ("regression", "newly failing")),       # BASIC_ONLY -> FAILED
+    ("untested_to_failed", ("regression", "newly failing")),  # up the rank, and still FAILED: no fix
+    ("new_failed", ("regression", "newly failing")),          # new in B, FAILED
+    ("fixed", ("fix", "better")),                             # FAILED -> STRICT
+    ("other_native", ("regression", "worse")),
+    ("to_no_schema", ("change", "changed")),                 # FAILED -> NO_SCHEMA
+    ("to_pending", ("change", "changed")),                    # UNTESTED -> PENDING
+    # a verdict change to PENDING is a plain change, but its PASS cases are gone: the case rule
+    ("lost_pass", ("regression", "changed, lost a PASS case")),
+    ("better_lost_pass", ("regression", "better, lost a PASS case")),  # BASIC_ONLY -> STRICT, p0 PASS -> INVALID_CASE
+    ("added", ("change", "added")),
+    ("removed", ("change", "removed")),                       # FAILED, then absent
+    ("case_regressed", None), ("to_flaky", None), ("native_also", None), ("same", None), ("pending_both", None),
+])
+def test_each_verdict_change_is_classified(comparison, name, expected):
+    assert transition(comparison[1], name) == expected
+
+
+def test_a_case_from_pass_to_a_failure_is_a_regression_even_when_the_verdict_holds(comparison):
+    document = comparison[1]
+    changed = {(c["overload"], c["profile"]): c for c in document["cases_changed"]}
+    assert changed[("case_regressed", "p0")]["regression"] is True
+    # ... but not to FLAKY, nor to a failure the native path shares
+    assert changed[("to_flaky", "p1")]["regression"] is False
+    assert changed[("native_also", "p1")]["regression"] is False
+    assert changed[("native_also", "p1")]["to"] == {"status": "WRONG", "route": "kernel", "baseline": "WRONG"}
+    # beside a PASS the baseline tells only how the survey got there: not shown
+    assert changed[("pass_with_baseline", "p0")]["to"] == {"status": "PASS", "route": "kernel"}
+
+
+def test_the_counts(comparison):
+    done, document = comparison
+    # worse, newly_failing, untested_to_failed, new_failed, case_regressed, lost_pass, better_lost_pass, other_native
+    assert document["regressions"] == 8
+    assert document["fixes"] == 2             # fixed, pass_with_baseline; better_lost_pass is a regression
+    assert document["unchanged"] == 1          # "same" only: to_flaky and native_also changed cases
+    assert document["unsurveyed"] == 1         # PENDING in both: neither ran it
+    assert done.returncode == 1                # regressions: the compare fails
+
+
+def test_a_changed_case_in_words(comparison):
+    # case_text: the status and route, and what the native path did when it failed too
+    lines = {" ".join(line.split()[:2]): " ".join(line.split()[2:]) for line in comparison[0].stdout.splitlines()
+             if line.startswith("  ") and " -> " in line}
+    assert lines["native_also p1"] == "PASS (kernel) -> WRONG (kernel), and the native path is WRONG too"
+    assert lines["other_native p1"] == "PASS (kernel) -> ERROR (kernel); the native path: WRONG regression"
+    assert lines["new_failed p0"] == "absent -> ERROR (kernel)"
+    assert lines["to_pending p0"] == "INVALID_CASE (-) -> absent"
+
+
+def test_a_traced_sticky_error_is_told_and_changes_nothing(comparison):
+    done, document = comparison
+    assert document["sticky_traced"] == [{"arm": "b", "overload": "same", "profile": "p0", "status": "PASS",
+                                          "poisoned_by": {"overload": "frac", "profile": "1d-f32"}}]
+    assert ("B: same [p0] is PASS; its first run's sticky device error was left by frac [1d-f32] (replayed)"
+            in " ".join(done.stdout.split()))
+    assert transition(document, "same") is None and document["unchanged"] == 1
+
+
+@pytest.mark.parametrize("older", ["a", "b"])
+def test_a_summary_without_the_newer_counts_is_read_from_its_cases(tmp_path, older):
+    # an older results file's summary has no statuses, fallback_passes or native_also: the
+    # statuses are counted from its cases, the other rows shown while either arm has them
+    with open(SAMPLE, encoding="utf-8") as handle:
+        base = json.load(handle)
+    overloads = {"x": cases("PASS", "WRONG"), "y": cases("PASS")}
+    paths = {arm: results_file(tmp_path / f"{arm}.json", base, overloads) for arm in "ab"}
+    with open(paths[older], encoding="utf-8") as handle:
+        document = json.load(handle)
+    for key in ("statuses", "fallback_passes", "native_also"):
+        document["summary"].pop(key)
+    with open(paths[older], "w", encoding="utf-8") as handle:
+        json.dump(document, handle)
+    done = run_cli("survey", "--compare", paths["a"], paths["b"], "--json", str(tmp_path / "c.json"), "--no-store",
+                   cwd=str(tmp_path))
+    rows = {r["name"]: (r["a"], r["b"]) for r in json.loads((tmp_path / "c.json").read_text())["summary"]["rows"]}
+    assert rows["cases PASS"] == (2, 2) and rows["cases WRONG"] == (1, 1), done.stderr[-2000:]
+    assert rows["PASS via cpu_fallback"] == (0, 0) and rows["failures the native path shares"] == (0, 0)

@@ -1,0 +1,123 @@
+"""The results-file validation (flagos_doctor/results/document.py: check, load), each clause
+through a reader of results files, the CLI's ``matrix``: a file of the wrong shape is one line
+naming the file and the first field at fault, exit 2, before any work."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+
+import pytest
+
+from conftest import REPO_ROOT, run_cli
+
+SAMPLE = os.path.join(REPO_ROOT, "surveys", "results", "torch_fl-ceb4821-sample-flag_gems-5.0.2-h200.json")
+
+
+@pytest.fixture(scope="module")
+def sample():
+    with open(SAMPLE, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def first(document):
+    name = next(n for n, e in document["overloads"].items() if e.get("cases"))
+    return name, document["overloads"][name]
+
+
+def set_path(document, dotted, value):
+    holder = document
+    *parents, last = dotted.split(".")
+    for part in parents:
+        holder = holder[part]
+    holder[last] = value
+
+
+def refused(tmp_path, document) -> str:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(document))
+    done = run_cli("matrix", str(path), cwd=str(tmp_path))
+    assert done.returncode == 2 and done.stdout == "", (done.returncode, done.stdout[-500:], done.stderr[-500:])
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"flagos-doctor: error: {path}: "), done.stderr
+    return lines[0].split(f"{path}: ", 1)[1]
+
+
+def test_a_good_file_is_read(tmp_path, sample):
+    path = tmp_path / "good.json"
+    path.write_text(json.dumps(sample))
+    done = run_cli("matrix", str(path), cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("schema, says", [
+    ("flagos-doctor/survey/2", "field 'schema' is 'flagos-doctor/survey/2': made by another version of flagos-doctor; "
+                               "this one reads flagos-doctor/survey/1"),
+    ("flagos-doctor/probe/1", "field 'schema' is 'flagos-doctor/probe/1'"),
+    (None, "field 'schema' is None"),
+])
+def test_another_or_a_newer_schema(tmp_path, sample, schema, says):
+    document = copy.deepcopy(sample)
+    document["schema"] = schema
+    assert refused(tmp_path, document).startswith(says)
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("overloads", [], "field 'overloads' is missing or not an object: not a survey results file"),
+    ("summary", None, "field 'summary' is missing or not an object: not a survey results file"),
+    ("summary.registered", "308", "field 'summary.registered' is str, expected a"),
+    ("summary.tested", True, "field 'summary.tested' is bool, expected a"),  # a bool is no count
+    ("complete", 1, "field 'complete' is int, expected a bool"),
+    ("census_sha256", 5, "field 'census_sha256' is int, expected a str or null"),
+    ("provenance.torch", 2, "field 'provenance.torch' is int, expected a str or null"),
+    ("provenance.torch_fl", 3, "field 'provenance.torch_fl' is int, expected an object or a str or null"),
+    ("routes", {}, "field 'routes' is dict, expected a list"),
+    ("provenance", [], "field 'provenance' is list, expected an object"),
+    ("summary.verdicts", {"STRICT": "3"}, "field 'summary.verdicts."),
+    ("summary.statuses", {"PASS": False}, "field 'summary.statuses."),
+])
+def test_the_shape_of_every_field_a_reader_uses(tmp_path, sample, field, value, says):
+    document = copy.deepcopy(sample)
+    set_path(document, field, value)
+    message = refused(tmp_path, document)
+    assert message.startswith(says), message
+    if says.endswith("."):  # a count of the wrong type: the key and the value are named
+        (key, bad), = value.items()
+        assert key in message and message.endswith(f"is {bad!r}, expected a count"), message
+
+
+def test_null_where_a_field_may_be_null_is_read(tmp_path, sample):
+    document = copy.deepcopy(sample)
+    document["census_sha256"] = None
+    document["provenance"]["torch_fl"] = None
+    path = tmp_path / "nulls.json"
+    path.write_text(json.dumps(document))
+    assert run_cli("matrix", str(path), cwd=str(tmp_path)).returncode == 0
+
+
+def test_overloads_verdicts_and_cases(tmp_path, sample):
+    def with_(change):
+        document = copy.deepcopy(sample)
+        name, entry = first(document)
+        change(document, name, entry)
+        return refused(tmp_path, document), name
+
+    says, name = with_(lambda d, n, e: d["overloads"].__setitem__(n, "STRICT"))
+    assert says == f"field 'overloads.{name}' is str, expected an object"
+    says, name = with_(lambda d, n, e: e.__setitem__("verdict", "MAYBE"))
+    assert says.startswith(f"field 'overloads.{name}.verdict' is 'MAYBE', not a verdict (STRICT, BASIC_ONLY")
+    says, name = with_(lambda d, n, e: e.__setitem__("cases", {"a": 1}))
+    assert says == f"field 'overloads.{name}.cases' is dict, expected a list of cases"
+    says, name = with_(lambda d, n, e: e["cases"].__setitem__(0, "PASS"))
+    assert says == f"field 'overloads.{name}.cases[0]' is str, expected an object"
+    says, name = with_(lambda d, n, e: e["cases"][0].__setitem__("profile", 3))
+    assert says == f"field 'overloads.{name}.cases[0].profile' is 3, expected a string"
+    says, name = with_(lambda d, n, e: e["cases"][0].pop("status"))
+    assert says == f"field 'overloads.{name}.cases[0].status' is None, expected a string"
+    says, name = with_(lambda d, n, e: e["cases"][0].__setitem__("status", "GOOD"))
+    assert says.startswith(f"field 'overloads.{name}.cases[0].status' is 'GOOD', not a case status (PASS, WRONG")
+    says, name = with_(lambda d, n, e: e["cases"][0].__setitem__("route", 1))
+    assert says == f"field 'overloads.{name}.cases[0].route' is 1, expected a string"
+    says, name = with_(lambda d, n, e: e.__setitem__("partial_cases", [{"profile": "x", "status": "NOPE"}]))
+    assert says.startswith(f"field 'overloads.{name}.partial_cases[0].status' is 'NOPE', not a case status")
