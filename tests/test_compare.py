@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import pytest
 
 
 from flagos_doctor.compare.diff import classify, compare, exit_code

@@ -116,7 +116,6 @@ def _groups(page: Page, comparison: dict, h: str, p: int) -> None:
                        rows, p + 1, "failure groups", folded=len(rows) > INLINE_MAX)
 
 
-
 def _side_by_side(page: Page, comparison: dict, p: int) -> None:
     """The summary and the runs' provenance, side by side."""
     arms = comparison.get("arms", {})

@@ -65,6 +65,7 @@ def family(overload: str) -> str:
     the matrix groups its rows by it."""
     return overload.split(".", 1)[0]
 
+
 #: What GetFunc's last lookup raises, as a case's detail writes it: a
 #: MISSING_FUNCTION case (``ExcType: first line``; torch_fl's binding lookup,
 #: :mod:`flagos_doctor.stacks.torch_fl_bindings`).
