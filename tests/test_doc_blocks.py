@@ -39,7 +39,7 @@ from test_readme import GPU_MARK, expected_exit, fenced_blocks, shell_lines, sho
 EXCERPT_MARK = "# excerpt of "
 SHELLS = ("bash", "sh", "shell")
 #: The checkout's folders a command may name by a relative path (linked, read-only use).
-LINKED = ("surveys", "docs", "tests")
+LINKED = ("surveys", "docs", "tests", "benchmarks")
 PAGES = sorted(os.path.relpath(p, REPO_ROOT) for p in glob.glob(os.path.join(REPO_ROOT, "docs", "*.md")))
 
 
@@ -82,10 +82,7 @@ def read(page: str) -> str:
 
 #: Pages another branch is rewriting when this test came: their blocks are expected to fail
 #: (strict: a block that passes fails here, so the entry goes once the page follows the rules).
-REWRITE_PENDING = {
-    "docs/explain.md": "docs/explain.md (the explain helper's page) still shows `explain` runs of files "
-                       "it does not create (repro.py, seed_repro.py without PYTHONPATH): issue 36",
-}
+REWRITE_PENDING: dict[str, str] = {}
 RUNNABLE = [pytest.param(page, i, block, id=f"{page}#{i}: {block[0][0][:60]}",
                          marks=[pytest.mark.xfail(reason=REWRITE_PENDING[page], strict=True)]
                          if page in REWRITE_PENDING else [])
