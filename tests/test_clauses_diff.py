@@ -136,7 +136,7 @@ def test_a_changed_case_in_words(comparison):
     lines = {" ".join(line.split()[:2]): " ".join(line.split()[2:]) for line in comparison[0].stdout.splitlines()
              if line.startswith("  ") and " -> " in line}
     assert lines["native_also p1"] == "PASS (kernel) -> WRONG (kernel), and the native path is WRONG too"
-    assert lines["other_native p1"] == "PASS (kernel) -> ERROR (kernel); the native path: WRONG regression"
+    assert lines["other_native p1"] == "PASS (kernel) -> ERROR (kernel); the native path: WRONG regression: lost a PASS case"
     assert lines["new_failed p0"] == "absent -> ERROR (kernel)"
     assert lines["to_pending p0"] == "INVALID_CASE (-) -> absent"
 

@@ -110,11 +110,11 @@ def test_overloads_verdicts_and_cases(tmp_path, sample):
     says, name = with_(lambda d, n, e: e.__setitem__("cases", {"a": 1}))
     assert says == f"field 'overloads.{name}.cases' is dict, expected a list of cases"
     says, name = with_(lambda d, n, e: e["cases"].__setitem__(0, "PASS"))
-    assert says == f"field 'overloads.{name}.cases[0]' is str, expected an object"
+    assert says == f"field 'overloads.{name}.cases[0]' is str, expected a case (an object)"
     says, name = with_(lambda d, n, e: e["cases"][0].__setitem__("profile", 3))
     assert says == f"field 'overloads.{name}.cases[0].profile' is 3, expected a string"
     says, name = with_(lambda d, n, e: e["cases"][0].pop("status"))
-    assert says == f"field 'overloads.{name}.cases[0].status' is None, expected a string"
+    assert says == f"field 'overloads.{name}.cases[0].status' is missing: every case has one"
     says, name = with_(lambda d, n, e: e["cases"][0].__setitem__("status", "GOOD"))
     assert says.startswith(f"field 'overloads.{name}.cases[0].status' is 'GOOD', not a case status (PASS, WRONG")
     says, name = with_(lambda d, n, e: e["cases"][0].__setitem__("route", 1))
