@@ -1,6 +1,7 @@
 """The map of docs/CONVENTIONS.md holds: imports only point down the floors, with no circle;
 the survey's parent side and child side stay apart; every command's views are registered with
-the one output sink; and the CLI names its command modules by plain imports."""
+the one output sink; the CLI names its command modules by plain imports; and no function runs
+past 60 lines but a declarative table."""
 
 from __future__ import annotations
 
