@@ -1,6 +1,7 @@
 """The map of docs/CONVENTIONS.md holds: imports only point down the floors, with no circle;
 the survey's parent side and child side stay apart; every command's views are registered with
-the one output sink; and the CLI names its command modules by plain imports."""
+the one output sink; the CLI names its command modules by plain imports; and no function runs
+past 60 lines but a declarative table."""
 
 from __future__ import annotations
 
@@ -236,15 +237,43 @@ def _functions(path: str) -> dict[str, ast.FunctionDef]:
     return {node.name: node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
-#: The most lines a function of the survey command may take.
+#: The most lines a function of the package may take (``def`` to its last line, decorators left out).
 MAX_FUNCTION_LINES = 60
+
+#: Functions that are declarative tables, by file and name, whose table may run past
+#: MAX_FUNCTION_LINES; what follows the table (the docstring on) may not.
+DECLARATIVE = {
+    # typer reads a command's options from its signature: one parameter per option, each a
+    # typer.Option with its flag, metavar and help, is the table. Its body stays short.
+    ("cli.py", "survey"),
+}
+
+
+def _lines(node: ast.AST) -> int:
+    return node.end_lineno - node.lineno + 1
+
+
+def test_no_function_is_over_sixty_lines_but_the_declarative_tables():
+    long, tables = {}, {}
+    for path in MODULES.values():
+        where = os.path.relpath(path, PACKAGE)
+        with open(path, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read(), path)
+        # every def, nested ones and ones sharing a name included
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if (where, node.name) in DECLARATIVE:
+                tables[(where, node.name)] = node.end_lineno - node.body[0].lineno + 1
+            elif _lines(node) > MAX_FUNCTION_LINES:
+                long[f"{where}:{node.lineno}:{node.name}"] = _lines(node)
+    assert long == {}
+    assert set(tables) == DECLARATIVE  # an entry for a function that is gone goes too
+    assert {key: lines for key, lines in tables.items() if lines > MAX_FUNCTION_LINES} == {}
 
 
 def test_the_survey_is_a_short_sequence_of_named_steps():
     functions = _functions(os.path.join(SURVEY, "command.py"))
-    long = {name: node.end_lineno - node.lineno + 1 for name, node in functions.items()
-            if node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES}
-    assert long == {}
     calls = sorted((node.lineno, node.col_offset, node.func.id) for node in ast.walk(functions["_survey"])
                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name))
     called = [name for _, _, name in calls]

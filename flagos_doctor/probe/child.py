@@ -168,6 +168,25 @@ def _call(fn):
 def final_state(tracer) -> dict:
     """Each probe's final value, whether it is the original, and cheap calls of both."""
     tracer.begin_step("final state", list(tracer.stack_dirs))
+    probes = _final_probes(tracer)
+    facts = _final_facts(tracer)
+    tracer.end_step()
+    # Last, and unheard: the decisions the other answer would have made (see decisions.py).
+    busy = tracer.busy
+    tracer.busy, tracer.emit = True, lambda record: None
+    try:
+        facts["decisions"] = decisions.collect(tracer)
+    except Exception as exc:  # a counterfactual that fails must not cost the probe its result
+        facts["decisions_error"] = error_text(exc)
+    finally:
+        tracer.busy = busy
+        del tracer.emit
+    return {"record": "final", "probes": probes, "facts": facts}
+
+
+def _final_probes(tracer) -> list[dict]:
+    """Each resolved probe's final value against its original, with the cheap calls
+    (``is_available``...) of the final one and, where it was replaced, of the original."""
     probes = []
     for probe in list(tracer.probes.values()):
         if probe["kind"] == "state":
@@ -185,6 +204,12 @@ def final_state(tracer) -> dict:
             if callable(probe["original"]) and not tracing.same_value(final, probe["original"]):
                 entry["original_call"] = _call(probe["original"])
         probes.append(entry)
+    return probes
+
+
+def _final_facts(tracer) -> dict:
+    """What the process ended with: the PrivateUse1 name, the environment variables the
+    stack read or wrote, torch's and triton's answers, the reads the probes saw."""
     state = tracer.probes[watch.PRIVATEUSE1_NAME]
     pu1 = state["last"] if state["last"] is not tracing._MISSING else None
     env = {}
@@ -218,18 +243,7 @@ def final_state(tracer) -> dict:
     torch_fl = decisions.torch_fl_vendor()
     if torch_fl is not None:
         facts["torch_fl"] = torch_fl
-    tracer.end_step()
-    # Last, and unheard: the decisions the other answer would have made (see decisions.py).
-    busy = tracer.busy
-    tracer.busy, tracer.emit = True, lambda record: None
-    try:
-        facts["decisions"] = decisions.collect(tracer)
-    except Exception as exc:  # a counterfactual that fails must not cost the probe its result
-        facts["decisions_error"] = error_text(exc)
-    finally:
-        tracer.busy = busy
-        del tracer.emit
-    return {"record": "final", "probes": probes, "facts": facts}
+    return facts
 
 
 def main() -> None:

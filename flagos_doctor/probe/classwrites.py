@@ -81,6 +81,27 @@ def install(on_write) -> str | None:
     if _state:
         _state["on_write"] = on_write
         return None
+    found = _type_setattro()
+    if isinstance(found, str):
+        return found
+    dispatch, original, setattro, type_dict = found
+    import atexit
+
+    atexit.register(uninstall)  # a child that does not end with os._exit tears down unhooked
+    _state.update(on_write=on_write, dispatch=dispatch, original=original, setattro=setattro)
+    if sys.version_info < (3, 12):
+        problem = _install_trampoline(original, type_dict)
+        if problem is None:
+            return None
+        _state["trampoline_problem"] = problem
+    _install_type_methods(setattro, type_dict)
+    return None
+
+
+def _type_setattro():
+    """(dispatch, original, setattro, type_dict): the ``tp_setattro`` of a class with a Python
+    ``__setattr__``, type's own ``tp_setattro`` (and it callable), and type's dict; or why
+    they cannot be had (checked first: a layout we do not know must not be written to)."""
     try:
         import ctypes
         import gc
@@ -106,15 +127,13 @@ def install(on_write) -> str | None:
             return "cannot reach type's dict"
     except Exception as exc:  # the probe's own problem, never the stack's
         return f"{type(exc).__name__}: {exc}"
-    import atexit
+    return dispatch, original, setattro, type_dict
 
-    atexit.register(uninstall)  # a child that does not end with os._exit tears down unhooked
-    _state.update(on_write=on_write, dispatch=dispatch, original=original, setattro=setattro)
-    if sys.version_info < (3, 12):
-        problem = _install_trampoline(original, type_dict)
-        if problem is None:
-            return None
-        _state["trampoline_problem"] = problem
+
+def _install_type_methods(setattro, type_dict) -> None:
+    """Put a Python ``__setattr__``/``__delattr__`` in type's dict that write through
+    ``setattro`` (type's own) and then report the write (where no trampoline could be had)."""
+    import ctypes
 
     def __setattr__(klass, name, value):
         setattro(klass, name, id(value))  # raises what type_setattro raises
@@ -136,7 +155,6 @@ def install(on_write) -> str | None:
     type_dict["__setattr__"] = __setattr__
     type_dict["__delattr__"] = __delattr__
     ctypes.pythonapi.PyType_Modified(ctypes.py_object(type))
-    return None
 
 
 def _wrap_builtins() -> None:

@@ -1252,9 +1252,21 @@ def _traced_module_classes(base):
     """(writes-only, writes-and-reads) subclasses of a module class; cached per base."""
     if base in _MODULE_CLASSES:
         return _MODULE_CLASSES[base]
+    __setattr__, __delattr__ = _write_hooks(base)
+    __getattribute__ = _read_hook(base)
+    writes = type(base.__name__, (base,), {"__setattr__": __setattr__, "__delattr__": __delattr__, "__module__": base.__module__})
+    reads = type(base.__name__, (writes,), {"__getattribute__": __getattribute__, "__module__": base.__module__})
+    _MODULE_CLASSES[base] = (writes, reads)
+    _OUR_CLASSES.update((writes, reads))
+    return writes, reads
+
+
+def _write_hooks(base):
+    """The ``__setattr__`` and ``__delattr__`` of the writes-only class over ``base``: each
+    writes through ``base``'s own, then tells the tracer (never while it is busy)."""
+    # ``base``'s own, looked up once: through the instance they would find the hooks again
     base_setattr = base.__setattr__
     base_delattr = base.__delattr__
-    base_getattribute = base.__getattribute__
 
     def __setattr__(self, name, value):
         __tracebackhide__ = True  # pytest leaves our hook out of a failed test's traceback
@@ -1289,6 +1301,13 @@ def _traced_module_classes(base):
             pass
         finally:
             tracer.busy = False
+    return __setattr__, __delattr__
+
+
+def _read_hook(base):
+    """The ``__getattribute__`` of the reads class over ``base``: reads through ``base``'s own,
+    then tells the tracer of a watched name read (never while it is busy)."""
+    base_getattribute = base.__getattribute__
 
     def __getattribute__(self, name):
         __tracebackhide__ = True  # pytest leaves our hook out of a failed test's traceback
@@ -1312,12 +1331,7 @@ def _traced_module_classes(base):
             finally:
                 tracer.busy = False
         return value
-
-    writes = type(base.__name__, (base,), {"__setattr__": __setattr__, "__delattr__": __delattr__, "__module__": base.__module__})
-    reads = type(base.__name__, (writes,), {"__getattribute__": __getattribute__, "__module__": base.__module__})
-    _MODULE_CLASSES[base] = (writes, reads)
-    _OUR_CLASSES.update((writes, reads))
-    return writes, reads
+    return __getattribute__
 
 
 _READS_PER_MODULE: dict = {}

@@ -242,7 +242,7 @@ def confirm(config: WorkerConfig, workers: int, record: ResultsFile, *, repeats:
     another.
     """
     clock = time.monotonic()
-    finished, save = record.finished, record.save
+    finished = record.finished
     repeat_passes = _plan_repeats(finished, repeats)
     base_pairs = to_baseline(finished) if baseline_label else []
     rep_figures = {"repeated": len(to_repeat(finished, repeats)), "times": repeats, "flaky": 0}
@@ -252,7 +252,31 @@ def confirm(config: WorkerConfig, workers: int, record: ResultsFile, *, repeats:
         native = dataclasses.replace(config, baseline=True, baseline_overloads=list(overloads),
                                      native_route=native_route)
         passes.append((native, base_pairs))
-    runs_before = [times_done(pairs, repeats) for pairs in repeat_passes]  # before any pass is applied
+    starting = _pass_announcer(note, repeat_passes, base_pairs, repeats)
+    ended = _in_order_applier(record, repeat_passes, base_pairs, rep_figures, base_figures)
+    shares_first = min(len(passes), max(1, workers))
+    _run_concurrently(passes, workers, note, ended, starting)
+    done: dict = {"repeats": rep_figures}
+    if replay.suspects(finished):  # FLAKY by a sticky error: left by an earlier case of its worker?
+        # side by side, as many replays at once as the run has workers; culprits this stack
+        # left before (the store's, :class:`flagos_doctor.store.Culprits`) tried first
+        done["replay"] = replay.trace(config, record, note, width=workers,
+                                      known=culprits.known() if culprits else [],
+                                      remember=culprits.remember if culprits else None)
+        record.save()
+    if baseline_label:
+        done["baseline"] = {"label": baseline_label, **base_figures}
+    done["passes"] = {"count": len(passes), "at_once": shares_first if passes else 0, "workers": workers}
+    done["seconds"] = round(time.monotonic() - clock, 3)
+    return done
+
+
+def _pass_announcer(note, repeat_passes: list[list[tuple[str, dict]]], base_pairs: list[tuple[str, dict]],
+                    repeats: int):
+    """The callback that notes what pass ``index`` runs as it starts (the repeats first, the
+    baseline last)."""
+    # counted now, before any pass is applied: a repeat applied changes what a case has run
+    runs_before = [times_done(pairs, repeats) for pairs in repeat_passes]
 
     def starting(index: int) -> None:
         if not note:
@@ -263,12 +287,24 @@ def confirm(config: WorkerConfig, workers: int, record: ResultsFile, *, repeats:
                  "in fresh workers")
         else:
             note(f"running {len(base_pairs)} failing or flaky case(s) on the native path")
+    return starting
+
+
+def _in_order_applier(record: ResultsFile, repeat_passes: list[list[tuple[str, dict]]],
+                      base_pairs: list[tuple[str, dict]], rep_figures: dict, base_figures: dict):
+    """The callback a pass's outcome is handed to as it ends: it records the outcomes in the
+    order the passes had one after another (the repeats in order, the baseline last), each
+    as soon as every earlier one is recorded, saving the results file after each.
+
+    A repeat pass whose pool failed, or that brought nothing back, stops the repeats: the
+    later repeats' outcomes are dropped, as if they had never run."""
     outcomes: dict[int, tuple] = {}
     applied = {"next": 0, "stopped": False}
+    count = len(repeat_passes) + (1 if base_pairs else 0)
 
     def apply_ready() -> None:
         # apply, in order, every pass whose predecessors are applied
-        while applied["next"] < len(passes) and applied["next"] in outcomes:
+        while applied["next"] < count and applied["next"] in outcomes:
             index = applied["next"]
             found, failure = outcomes[index]
             applied["next"] += 1
@@ -286,27 +322,12 @@ def confirm(config: WorkerConfig, workers: int, record: ResultsFile, *, repeats:
                 if failure:
                     base_figures["failure"] = failure
                 _apply_baseline(record, base_pairs, found, base_figures)
-            save()
+            record.save()
 
     def ended(index: int, outcome: tuple) -> None:
         outcomes[index] = outcome
         apply_ready()
-
-    shares_first = min(len(passes), max(1, workers))
-    _run_concurrently(passes, workers, note, ended, starting)
-    done: dict = {"repeats": rep_figures}
-    if replay.suspects(finished):  # FLAKY by a sticky error: left by an earlier case of its worker?
-        # side by side, as many replays at once as the run has workers; culprits this stack
-        # left before (the store's, :class:`flagos_doctor.store.Culprits`) tried first
-        done["replay"] = replay.trace(config, record, note, width=workers,
-                                      known=culprits.known() if culprits else [],
-                                      remember=culprits.remember if culprits else None)
-        save()
-    if baseline_label:
-        done["baseline"] = {"label": baseline_label, **base_figures}
-    done["passes"] = {"count": len(passes), "at_once": shares_first if passes else 0, "workers": workers}
-    done["seconds"] = round(time.monotonic() - clock, 3)
-    return done
+    return ended
 
 
 def times_done(pairs: list[tuple[str, dict]], times: int) -> int:

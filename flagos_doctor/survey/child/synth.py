@@ -229,21 +229,7 @@ def _generic_value(c: Synth, arg, values: dict):
     if base == "Tensor?[]":  # advanced indices (index, index_put): int64 whatever the profile
         return [c.index(c.shape[0], [max(1, c.shape[0] // 2)])]
     if base == "int":
-        if lname in ("dim", "axis", "dim2"):
-            return -1 if lname != "dim2" else 1
-        if lname in ("dim0", "dim1", "start", "offset", "diagonal"):
-            return 0
-        if "group" in lname:
-            return 1
-        if lname in ("n", "end", "size", "length", "steps", "num_samples", "high", "bins"):
-            return c.shape[0]
-        if lname == "m":
-            return c.shape[-1]
-        if lname == "k":
-            return min(3, c.shape[-1])
-        if lname == "reduction":
-            return 1
-        return 1
+        return _generic_int(c, lname)
     if base == "int[]":
         if lname in ("dim", "dims", "axis", "axes"):
             return [-1]
@@ -271,6 +257,25 @@ def _generic_value(c: Synth, arg, values: dict):
             return "sum"
         return "none"
     raise Declined(f"no synthesis for argument {name} of type {arg.type}")
+
+
+def _generic_int(c: Synth, lname: str) -> int:
+    """An ``int`` argument by its name: a dimension, a count the shape bounds, else 1."""
+    if lname in ("dim", "axis", "dim2"):
+        return -1 if lname != "dim2" else 1
+    if lname in ("dim0", "dim1", "start", "offset", "diagonal"):
+        return 0
+    if "group" in lname:
+        return 1
+    if lname in ("n", "end", "size", "length", "steps", "num_samples", "high", "bins"):
+        return c.shape[0]
+    if lname == "m":
+        return c.shape[-1]
+    if lname == "k":
+        return min(3, c.shape[-1])
+    if lname == "reduction":
+        return 1
+    return 1
 
 
 def _generic_tensor(c: Synth, lname: str, values: dict):
