@@ -123,7 +123,7 @@ def _main(
 def probe(
     imports: List[str] = typer.Option([], "--import", metavar="MOD", help="Module to import, in order (repeatable)."),
     stack: Optional[str] = typer.Option(None, "--stack", metavar="STACK", show_default=False, help=STACK_HELP),
-    python: str = typer.Option(sys.executable, "--python", metavar="PYTHON", help=PYTHON_HELP),
+    python: str = typer.Option(sys.executable, "--python", metavar="PYTHON", help=PYTHON_HELP, show_default=False),
     watch: List[str] = typer.Option([], "--watch", metavar="DOTTED.NAME", help="Another probe to watch (repeatable)."),
     watch_file: Optional[str] = typer.Option(None, "--watch-file", metavar="YAML", help="YAML file listing more probes to watch."),
     exercise: bool = typer.Option(True, "--exercise/--no-exercise", help="Exercise the device after the imports."),
@@ -167,7 +167,7 @@ def survey(
     stack: str = typer.Option(stacks.SURVEY_DEFAULT, "--stack", metavar="STACK", show_default=False, help=STACK_HELP),
     device: Optional[str] = typer.Option(None, "--device", metavar="DEVICE", help="Device override ('cpu' self-checks the harness)."),
     spec: Optional[str] = typer.Option(None, "--spec", metavar="YAML", help="Survey spec: profiles, tolerances, random ops."),
-    python: str = typer.Option(sys.executable, "--python", metavar="PYTHON", help=PYTHON_HELP),
+    python: str = typer.Option(sys.executable, "--python", metavar="PYTHON", help=PYTHON_HELP, show_default=False),
     workers: Optional[int] = typer.Option(None, "--workers", metavar="N", help="Worker processes (they may share a device); default: one per core, as many as memory and the device hold."),
     devices: Optional[str] = typer.Option(None, "--devices", metavar="0,1", help="Device indices to spread workers over."),
     isolation: str = typer.Option("pooled", "--isolation", metavar="pooled|per-overload", help="pooled | per-overload (upstream's cost model, for benchmarks)."),
@@ -181,7 +181,7 @@ def survey(
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Also write the results JSON here."),
     census_path: Optional[str] = typer.Option(None, "--census", metavar="PATH", help="Write the case census."),
     rerun: bool = typer.Option(False, "--rerun", help="Re-run the selected overloads in an existing results file."),
-    store: Optional[str] = typer.Option(None, "--store", metavar="DIR", help="Results store (default: $FLAGOS_DOCTOR_STORE or ~/.local/share/flagos-doctor/results)."),
+    store: Optional[str] = typer.Option(None, "--store", metavar="DIR", help="Results store (default: $FLAGOS_DOCTOR_STORE, else results/ in ~/.local/share/flagos-doctor)."),
     no_store: bool = typer.Option(False, "--no-store", help="Leave the results store alone: do not file this run, nor take timing hints from earlier runs."),
     hints: Optional[str] = typer.Option(None, "--hints", metavar="RESULTS.json", help="A survey results file whose case times order this run (slow cases first); it changes no case."),
     compare: Optional[Tuple[str, str]] = typer.Option(None, "--compare", metavar="A B", help="Compare two runs: results files or commit prefixes."),
@@ -246,7 +246,7 @@ def survey(
     )
 )
 def report(
-    python: str = typer.Option(sys.executable, "--python", metavar="PYTHON", help=PYTHON_HELP),
+    python: str = typer.Option(sys.executable, "--python", metavar="PYTHON", help=PYTHON_HELP, show_default=False),
     stack: Optional[str] = typer.Option(None, "--stack", metavar="STACK", show_default=False, help=f"Stack to describe and probe. {STACK_HELP}"),
     imports: List[str] = typer.Option([], "--import", metavar="MOD", help="Modules to probe, in order."),
     survey_path: Optional[str] = typer.Option(None, "--survey", metavar="FILE", help="Add a survey summary."),
@@ -320,7 +320,7 @@ def suite(
 )
 def matrix(
     results: List[str] = typer.Argument(..., metavar="RESULTS...", help="Results files, folders of results files, store key prefixes (a commit, flag_gems-5), or store queries FIELD=GLOB[,...] over key, stack, version, device, commit, fingerprint."),
-    store: Optional[str] = typer.Option(None, "--store", metavar="DIR", help="Results store (default: $FLAGOS_DOCTOR_STORE or ~/.local/share/flagos-doctor/results)."),
+    store: Optional[str] = typer.Option(None, "--store", metavar="DIR", help="Results store (default: $FLAGOS_DOCTOR_STORE, else results/ in ~/.local/share/flagos-doctor)."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the matrix JSON."),
     csv_path: Optional[str] = typer.Option(None, "--csv", metavar="PATH|-", help="Write the matrix as CSV."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH|-", help="Write Markdown."),
@@ -356,7 +356,7 @@ def matrix(
 def explain(
     command: List[str] = typer.Argument(..., metavar="-- CMD [ARGS...]", help="The Python program to run: python repro.py, python -m pytest ..., or a console script of --python."),
     stack: Optional[str] = typer.Option(None, show_default=False, help=f"Whose code the phases name. {STACK_HELP}"),
-    python: str = typer.Option(sys.executable, help="Interpreter that runs CMD's `python`; its folder holds CMD's console scripts (default: this one)."),
+    python: str = typer.Option(sys.executable, show_default=False, help="Interpreter that runs CMD's `python`; its folder holds CMD's console scripts (default: this one)."),
     watch: List[str] = typer.Option([], "--watch", metavar="DOTTED.NAME", help="Another probe to watch (repeatable)."),
     watch_file: Optional[str] = typer.Option(None, "--watch-file", metavar="YAML", help="YAML file listing more probes to watch."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH", help="Write the JSON document (schema flagos-doctor/explain/1)."),

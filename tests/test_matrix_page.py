@@ -272,7 +272,7 @@ def test_hostile_names_and_causes_are_shown_as_text(tmp_path):
     from chromium import Chromium
 
     cases = [{"profile": "1d-f32", "status": "ERROR", "route": "kernel", "detail": HOSTILE_DETAIL},
-             {"profile": "2d-f32", "status": "PASS", "route": "kernel", "detail": None}]
+             {"profile": "2d-f32", "status": "PASS", "route": "kernel", "detail": ""}]
     provenance = {"stack": "demo", "flag_gems": "</script><b>x</b>", "started": "2026-12-02T00:00:00+00:00",
                   "device": {"name": "<i>dev</i>", "type": "flagos"}}
     document = build_results(provenance, {"stack": "demo"}, [HOSTILE_NAME, "abs"],
