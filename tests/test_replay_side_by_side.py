@@ -131,3 +131,88 @@ def test_replays_side_by_side_name_the_serial_bisections_culprit_and_a_known_cul
     assert suspect["replay"] == {"runs": len(log), "cases": len(EARLIER), "came_back": True}
     assert figures["known"] == 0 and figures["replays"] == 1 + 6
     assert culprits.known() == [("frac", "1d-f32"), ("frac", "2d-f32")]  # the one found, first
+
+
+def before_repeats() -> dict:
+    """The same survey before its confirmation: the suspect failed once, with a sticky error."""
+    finished = survey_so_far()
+    suspect = finished["trunc"][-1]
+    suspect["status"] = model.ERROR
+    del suspect["repeats"], suspect["repeat_details"]
+    return finished
+
+
+def repeated(finished: dict) -> dict:
+    """What the repeat passes leave: the suspect passed twice in fresh workers (FLAKY)."""
+    suspect = finished["trunc"][-1]
+    suspect.update(status=model.FLAKY, repeats=[model.ERROR, model.PASS, model.PASS],
+                   repeat_details=[{"detail": ""}, {"detail": ""}])
+    return finished
+
+
+def noise_config(tmp_path, monkeypatch) -> WorkerConfig:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([FIXTURES, REPO_ROOT]))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    monkeypatch.setenv("NOISESTACK_COMPILE_SLEEP", "0")
+    return WorkerConfig(python=sys.executable, stack="noisestack", device=None, spec=SPEC, conf=None,
+                        backend="flagos_python", timeout=60, scratch=str(tmp_path))
+
+
+def test_a_suspects_replays_start_when_a_repeat_of_it_passes_and_trace_takes_their_answer(tmp_path, monkeypatch):
+    config = noise_config(tmp_path, monkeypatch)
+    spans = recording(monkeypatch)
+    finished = before_repeats()
+    ahead = replay.Ahead(config, finished, 4)
+    assert list(ahead.candidates) == [TARGET] and ahead.candidates[TARGET] == EARLIER
+    ahead.passed(("frac", "1d-f32"))  # not a candidate (it never failed): nothing starts
+    ahead.passed(TARGET)  # a repeat of the suspect passed: its replays start now
+    ahead.passed(TARGET)  # the second repeat's pass starts nothing more
+    ahead._threads[TARGET].join()
+    ran_ahead = len(spans)
+    assert ran_ahead == 6  # the bisection of the first test, side by side, before any trace
+    figures = replay.trace(config, holding(repeated(finished)), width=4, ahead=ahead)
+    ahead.close()
+    (suspect,) = finished["trunc"][1:]
+    assert len(spans) == ran_ahead  # trace ran no replay of its own: it took the answers
+    assert suspect["poisoned_by"] == {"overload": "frac", "profile": "1d-f32"} and suspect["status"] == model.PASS
+    assert suspect["replay"] == {"runs": 5, "cases": len(EARLIER), "came_back": True}
+    assert figures["replays"] == 6 and figures["rounds"] == 2 and figures["traced"] == 1
+
+
+def test_a_failure_whose_repeats_never_pass_is_never_replayed(tmp_path, monkeypatch):
+    config = noise_config(tmp_path, monkeypatch)
+    spans = recording(monkeypatch)
+    finished = before_repeats()
+    ahead = replay.Ahead(config, finished, 4)
+    finished["trunc"][-1].update(repeats=[model.ERROR, model.ERROR, model.ERROR])  # failed every time
+    figures = replay.trace(config, holding(finished), width=4, ahead=ahead)
+    ahead.close()
+    assert spans == [] and figures["suspects"] == 0 and "replay" not in finished["trunc"][-1]
+
+
+def test_workers_started_ahead_have_run_nothing_and_serve_the_pool_and_the_replays(tmp_path, monkeypatch):
+    from flagos_doctor.survey.confirm import run_cases
+    from flagos_doctor.survey.reserve import Reserve
+
+    config = noise_config(tmp_path, monkeypatch)
+    reserve = Reserve(config, "repeat")
+    reserve.add(3)
+    first = reserve.take()  # waits for one still starting rather than starting another
+    assert first is not None and first.cases_started == 0 and first.child is not None
+    found, failure = run_cases(config, 1, [("trunc", {"profile": "2d-f32"})], reserve=reserve)
+    assert failure is None and found[TARGET]["status"] == model.PASS
+    assert found[TARGET]["worker_order"] == 1  # the reserved worker ran it as its first case
+    assert reserve.figures() == {"started": 3, "taken": 2}
+    # a replay in a reserved worker brings the error back as one started for it does
+    assert replay.replay(config, [("frac", "1d-f32"), TARGET], reserve=reserve) is True
+    assert reserve.figures()["taken"] == 3 and reserve.take() is None  # none left, none starting
+    first.close()
+    reserve.close()
+    # each worker's starting thread lives until the reserve closes (PR_SET_PDEATHSIG): a
+    # worker still held when it closes ends with that thread, never outliving the survey
+    held = Reserve(config, "held")
+    held.add(1)
+    worker = held.take()
+    held.close()
+    assert worker.child.proc.wait(timeout=120) < 0  # ended by a signal, not by us
+    worker.close()

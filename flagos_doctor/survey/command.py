@@ -230,6 +230,7 @@ class Survey:
     tasks: list = field(default_factory=list)
     slow: int = 0
     # run
+    ahead: confirm.Prestart | None = None  # the confirmation's workers, started on idle slots
     fatal: dict | None = None
     interrupted: bool = False
     already_complete: bool = False  # the results file has every selected overload: nothing to run
@@ -249,12 +250,16 @@ def _survey(survey: Survey) -> int:
     if survey.already_complete:
         return _already_complete(survey)
     try:
-        _start(survey)
-        _run_tasks(survey)
+        try:
+            _start(survey)
+            _run_tasks(survey)
+        finally:
+            survey.workers.close()
+        if not survey.interrupted and not survey.fatal:
+            survey.interrupted = _confirm(survey)
     finally:
-        survey.workers.close()
-    if not survey.interrupted and not survey.fatal:
-        survey.interrupted = _confirm(survey)
+        if survey.ahead is not None:
+            survey.ahead.close()
     _file(survey)
     return _render(survey)
 
@@ -323,6 +328,7 @@ def _run_tasks(survey: Survey) -> None:
     journal.start()
     view = progress.LiveProgress(len(outstanding), quiet=survey.options.quiet)
     begun: set[str] = set()
+    survey.ahead = _prestart(survey)
     try:
         if survey.tasks:
             slots = workers.run(survey.tasks, first, unheld=survey.slow)
@@ -355,6 +361,8 @@ def _run_tasks(survey: Survey) -> None:
                 workers.stop()
             elif event.kind == "slot_end":
                 slots -= 1
+                if slots and survey.ahead is not None and not survey.fatal:  # an idle slot: start ahead
+                    survey.ahead.slot_freed(journal.finished)
     except KeyboardInterrupt:
         survey.interrupted = True
         workers.stop()
@@ -473,6 +481,23 @@ def _measured(previous: dict | None) -> dict[str, str]:
     return {name: entry["measured"] for name, entry in overloads.items() if entry.get("measured")}
 
 
+def _baseline_label(survey: Survey) -> str | None:
+    return survey.first.ready.get("baseline") if survey.options.baseline == "native" else None
+
+
+def _prestart(survey: Survey) -> confirm.Prestart | None:
+    """The confirmation's workers to start on the main phase's idle slots (None when this
+    run confirms nothing)."""
+    options = survey.options
+    label = _baseline_label(survey)
+    if options.repeats <= 0 and not label:
+        return None
+    native = confirm.native_config(survey.config, survey.route_set.overloads, options.native_route) if label else None
+    most = survey.choice.limits.get("host_memory")
+    return confirm.Prestart(survey.config, survey.this_run.get("workers") or survey.choice.workers, options.repeats,
+                            native, most)
+
+
 def _confirm(survey: Survey) -> bool:
     """Repeat the failures and run them on the native path (:mod:`.confirm`); True if interrupted.
 
@@ -480,7 +505,7 @@ def _confirm(survey: Survey) -> bool:
     confirming resumes there.
     """
     options, journal, this_run = survey.options, survey.journal, survey.this_run
-    label = survey.first.ready.get("baseline") if options.baseline == "native" else None
+    label = _baseline_label(survey)
     survey.provenance["baseline"] = label
     pending = confirm.to_repeat(journal.finished, options.repeats) + (confirm.to_baseline(journal.finished) if label else [])
     pending += replay.suspects(journal.finished)  # a replay cut short by a stop runs on resume
@@ -499,7 +524,7 @@ def _confirm(survey: Survey) -> bool:
         this_run["confirm"].update(confirm.confirm(
             survey.config, this_run["workers"], journal, repeats=options.repeats, baseline_label=label,
             overloads=survey.route_set.overloads, native_route=options.native_route, note=note,
-            culprits=None if options.no_store else Culprits(Store(options.store), options.stack)))
+            culprits=None if options.no_store else Culprits(Store(options.store), options.stack), ahead=survey.ahead))
     except KeyboardInterrupt:
         return True
     return False

@@ -41,6 +41,7 @@ from flagos_doctor.results.resultsfile import ResultsFile
 from flagos_doctor.results.verdicts import settle
 from flagos_doctor.survey import replay
 from flagos_doctor.survey.pool import Pool, WorkerConfig
+from flagos_doctor.survey.reserve import Reserve
 
 #: Keys of a repeat's record kept beside its status (the first run's details stay on the case).
 _KEPT = ("detail", "signal", "poison")
@@ -62,16 +63,19 @@ def to_baseline(finished: dict[str, list[dict]]) -> list[tuple[str, dict]]:
 
 
 def run_cases(config: WorkerConfig, workers: int, pairs: list[tuple[str, dict]], note=None,
-              pools: list | None = None) -> tuple[dict, str | None]:
+              pools: list | None = None, reserve=None, seen=None) -> tuple[dict, str | None]:
     """Run the cases of ``pairs`` once in a fresh pool; ({(overload, profile): record}, failure).
 
     ``failure`` says why the pool stopped early (its workers could not start), else None.
-    The pool is added to ``pools`` while it runs (so another thread can stop it).
+    The pool is added to ``pools`` while it runs (so another thread can stop it). Its
+    workers come from ``reserve`` first (started ahead: :mod:`.reserve`); ``seen(key,
+    record)`` hears of each case as it ends.
     """
     tasks = [(name, [case["profile"]]) for name, case in pairs]
     found: dict = {}
     failure = None
     pool = Pool(dataclasses.replace(config, scratch=""), workers)
+    pool.reserve = reserve
     if pools is not None:
         pools.append(pool)
     try:
@@ -80,6 +84,8 @@ def run_cases(config: WorkerConfig, workers: int, pairs: list[tuple[str, dict]],
             event = pool.events.get()
             if event.kind == "case":
                 found[(event.overload, event.data["profile"])] = event.data
+                if seen:
+                    seen((event.overload, event.data["profile"]), event.data)
             elif event.kind == "fatal":
                 failure = failure or event.data.get("message")
                 pool.stop()
@@ -167,10 +173,10 @@ def _shares(workers: int, sizes: list[int]) -> list[int]:
     return share
 
 
-def _run_concurrently(passes: list[tuple[WorkerConfig, list]], workers: int, note=None, done=None,
-                      starting=None) -> list:
-    """Run ``passes`` ((config, pairs)) in pools of their own, at most ``workers`` workers
-    at once in all: in waves of up to ``workers`` passes, the passes of a wave side by side.
+def _run_concurrently(passes: list[tuple], workers: int, note=None, done=None, starting=None) -> list:
+    """Run ``passes`` ((config, pairs, reserve, seen): :func:`run_cases`) in pools of their
+    own, at most ``workers`` workers at once in all: in waves of up to ``workers`` passes,
+    the passes of a wave side by side.
 
     ``done(index, (found, failure))`` is called as each pass ends (from the caller's
     thread, in any order). Returns each pass's (found, failure), in order.
@@ -187,7 +193,8 @@ def _run_concurrently(passes: list[tuple[WorkerConfig, list]], workers: int, not
             for index in wave:
                 starting(index)
         if len(wave) == 1:  # one pass: run it here (a Ctrl-C reaches its pool at once)
-            outcomes[wave[0]] = run_cases(passes[wave[0]][0], shares[0], passes[wave[0]][1], note)
+            config, pairs, reserve, seen = passes[wave[0]]
+            outcomes[wave[0]] = run_cases(config, shares[0], pairs, note, None, reserve, seen)
             if done:
                 done(wave[0], outcomes[wave[0]])
             continue
@@ -195,7 +202,8 @@ def _run_concurrently(passes: list[tuple[WorkerConfig, list]], workers: int, not
 
         def one(index: int, count: int) -> None:
             try:
-                ended.put((index, run_cases(passes[index][0], count, passes[index][1], note, pools)))
+                config, pairs, reserve, seen = passes[index]
+                ended.put((index, run_cases(config, count, pairs, note, pools, reserve, seen)))
             except Exception as exc:  # a bug of ours must not hang the wave
                 ended.put((index, ({}, f"internal: {type(exc).__name__}: {exc}")))
 
@@ -220,7 +228,7 @@ def _run_concurrently(passes: list[tuple[WorkerConfig, list]], workers: int, not
 
 def confirm(config: WorkerConfig, workers: int, record: ResultsFile, *, repeats: int,
             baseline_label: str | None, overloads: list[str], native_route: str | None, note=None,
-            culprits=None) -> dict:
+            culprits=None, ahead: "Prestart | None" = None) -> dict:
     """Repeat the failures of ``record``'s finished overloads, and run them on the native
     path when the stack has one.
 
@@ -228,47 +236,116 @@ def confirm(config: WorkerConfig, workers: int, record: ResultsFile, *, repeats:
     provenance.
 
     The repeat passes and the baseline pass run at the same time, each in a pool of workers
-    started for it (never the process that failed), at most ``workers`` workers in all; on
-    the H200 the three passes one after another were three worker starts in a row (about
-    8.5 s each: ``import torch, flag_gems``) of the 36.5 s confirmation took. What each pass
-    runs is what it ran one after another: the passes of the repeats differ only in when
-    they run, and the baseline runs every main-pass failure, each of which is still failing
-    or FLAKY after its repeats. Their records are applied in the order the passes had run
-    one after another (repeats in order, the baseline last, which counts a case as
-    ``native_also`` against its status after its repeats), and the results file is saved
-    (``record.save()``) as each one is applied; a repeat pass whose pool failed, or that brought
-    nothing back, ends the repeats there as before, and the later ones' records are dropped.
-    So the census, the verdicts and every case record are those of the passes run one after
-    another.
+    started for it (never the process that failed), at most ``workers`` workers in all,
+    taken first from the workers the survey started ahead on its idle slots (``ahead``,
+    :class:`Prestart`). What each pass runs is what it ran one after another: the passes of
+    the repeats differ only in when they run, and the baseline runs every main-pass
+    failure, each of which is still failing or FLAKY after its repeats. Their records are
+    applied in the order the passes had run one after another (repeats in order, the
+    baseline last, which counts a case as ``native_also`` against its status after its
+    repeats), and the results file is saved (``record.save()``) as each one is applied; a
+    repeat pass whose pool failed, or that brought nothing back, ends the repeats there as
+    before, and the later ones' records are dropped. So the census, the verdicts and every
+    case record are those of the passes run one after another. A suspect's replays start as
+    soon as a repeat of it passes (:class:`.replay.Ahead`), its repeats run first.
     """
     clock = time.monotonic()
     finished = record.finished
+    ahead = ahead or Prestart(config, workers, repeats, None)
     repeat_passes = _plan_repeats(finished, repeats)
     base_pairs = to_baseline(finished) if baseline_label else []
     rep_figures = {"repeated": len(to_repeat(finished, repeats)), "times": repeats, "flaky": 0}
     base_figures = {"cases": len(base_pairs), "native_also": 0}
-    passes = [(config, pairs) for pairs in repeat_passes]
+    known = culprits.known() if culprits else []
+    tracer = replay.Ahead(config, finished, workers, known, ahead.replay)
+    passes = [(config, _candidates_first(pairs, tracer.candidates), ahead.repeat, _passed_to(tracer))
+              for pairs in repeat_passes]
     if base_pairs:
-        native = dataclasses.replace(config, baseline=True, baseline_overloads=list(overloads),
-                                     native_route=native_route)
-        passes.append((native, base_pairs))
+        passes.append((native_config(config, overloads, native_route), base_pairs, ahead.native, None))
     starting = _pass_announcer(note, repeat_passes, base_pairs, repeats)
     ended = _in_order_applier(record, repeat_passes, base_pairs, rep_figures, base_figures)
     shares_first = min(len(passes), max(1, workers))
-    _run_concurrently(passes, workers, note, ended, starting)
-    done: dict = {"repeats": rep_figures}
-    if replay.suspects(finished):  # FLAKY by a sticky error: left by an earlier case of its worker?
-        # side by side, as many replays at once as the run has workers; culprits this stack
-        # left before (the store's, :class:`flagos_doctor.store.Culprits`) tried first
-        done["replay"] = replay.trace(config, record, note, width=workers,
-                                      known=culprits.known() if culprits else [],
-                                      remember=culprits.remember if culprits else None)
-        record.save()
+    try:
+        _run_concurrently(passes, workers, note, ended, starting)
+        done: dict = {"repeats": rep_figures}
+        if replay.suspects(finished):  # FLAKY by a sticky error: left by an earlier case of its worker?
+            # side by side, as many replays at once as the run has workers; culprits this stack
+            # left before (the store's, :class:`flagos_doctor.store.Culprits`) tried first
+            done["replay"] = replay.trace(config, record, note, width=workers, known=known,
+                                          remember=culprits.remember if culprits else None, ahead=tracer)
+            record.save()
+    finally:
+        tracer.close()
+        ahead.close()
     if baseline_label:
         done["baseline"] = {"label": baseline_label, **base_figures}
     done["passes"] = {"count": len(passes), "at_once": shares_first if passes else 0, "workers": workers}
+    done["ahead"] = ahead.figures()
     done["seconds"] = round(time.monotonic() - clock, 3)
     return done
+
+
+def native_config(config: WorkerConfig, overloads: list[str], native_route: str | None) -> WorkerConfig:
+    """The baseline pass's workers: the stack's native path (module doc)."""
+    return dataclasses.replace(config, baseline=True, baseline_overloads=list(overloads), native_route=native_route)
+
+
+def _candidates_first(pairs: list[tuple[str, dict]], candidates: dict) -> list[tuple[str, dict]]:
+    """``pairs`` with the cases that may become replay suspects first (their replays start
+    once a repeat of them passes); the records are applied in ``pairs``' own order."""
+    return sorted(pairs, key=lambda pair: (pair[0], pair[1]["profile"]) not in candidates)
+
+
+def _passed_to(tracer: "replay.Ahead"):
+    def seen(key: tuple, run: dict) -> None:
+        if run.get("status") == model.PASS:
+            tracer.passed(key)
+    return seen
+
+
+class Prestart:
+    """The confirmation's workers, started ahead (:mod:`.reserve`): as each main-phase slot
+    runs out of tasks while others still run, one worker is started where the confirmation
+    will need it most (:meth:`slot_freed`): the repeat passes' and the baseline's shares of
+    the failures so far, then a replay's first round for a case a sticky error may have
+    poisoned. Those workers have run nothing; the passes and replays take them before
+    starting their own."""
+
+    def __init__(self, config: WorkerConfig, workers: int, repeats: int, native: WorkerConfig | None,
+                 most: int | None = None):
+        self.workers, self.times = max(1, workers), repeats
+        self.repeat = Reserve(config, "repeat")
+        self.native = Reserve(native, "native") if native is not None else None
+        self.replay = Reserve(config, "replay")
+        #: the most workers alive at once the machine holds (sizing's memory limit): the
+        #: passes' and a replay round's, and what is left for the next round's, started ahead
+        self.most = most or 2 * self.workers
+        self.replay.most_kept = max(0, self.most - self.workers)
+
+    def slot_freed(self, finished: dict[str, list[dict]]) -> None:
+        """A main-phase slot has no task left: start one worker where it is needed most."""
+        plan = _plan_repeats(finished, self.times)
+        sizes = [len(pairs) for pairs in plan] + ([len(to_baseline(finished))] if self.native else [])
+        if not any(sizes):
+            return
+        shares = _shares(self.workers, [max(1, size) for size in sizes])
+        poisoned = any(case.get("poison") and case["status"] in model.FAILURES
+                       for cases in finished.values() for case in cases)
+        wanted = [(self.repeat, sum(shares[:len(plan)])),
+                  (self.native, shares[-1] if self.native else 0),
+                  (self.replay, min(self.workers, self.most - self.workers) if poisoned else 0)]
+        for reserve, want in wanted:
+            if reserve is not None and reserve.figures()["started"] < want:
+                reserve.add(1)
+                return
+
+    def figures(self) -> dict:
+        return {reserve.label: reserve.figures() for reserve in (self.repeat, self.native, self.replay) if reserve}
+
+    def close(self) -> None:
+        for reserve in (self.repeat, self.native, self.replay):
+            if reserve is not None:
+                reserve.close()
 
 
 def _pass_announcer(note, repeat_passes: list[list[tuple[str, dict]]], base_pairs: list[tuple[str, dict]],

@@ -309,6 +309,8 @@ class Pool:
         self._prestarted: dict[int, threading.Thread] = {}
         self._given_up: set[str] = set()  # overloads with an overload-level record ("-"): skip their other tasks
         self._tasks_ready = threading.Event()
+        #: fresh workers started ahead (survey/reserve.py), taken before starting one
+        self.reserve = None
         self._own_scratch = None
         #: What surveys killed before left behind, cleaned now (:mod:`.scratch`).
         self.leftovers = scratch.clean_leftovers()
@@ -440,6 +442,12 @@ class Pool:
             report(Event("slot_end", None, {"slot": slot}))
 
     def _fresh(self, slot: int) -> WorkerProcess:
+        if self.reserve is not None:  # started ahead, as fresh (survey/reserve.py)
+            worker = self.reserve.take()
+            if worker is not None:
+                with self._live_lock:
+                    self._live[slot] = worker
+                return worker
         failures = 0
         while True:
             try:

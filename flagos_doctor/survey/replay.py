@@ -81,15 +81,18 @@ def earlier_cases(finished: dict[str, list[dict]], case: dict) -> list[Case]:
     return [(name, profile) for _, name, profile in sorted(found)]
 
 
-def replay(config: WorkerConfig, sequence: list[Case], slot: int = 0) -> bool:
-    """Run ``sequence`` in order in one fresh worker; True when a case of it reported a
-    sticky error (the error came back). A worker that cannot start, crashes or hangs ends
-    the replay: False."""
+def replay(config: WorkerConfig, sequence: list[Case], slot: int = 0, reserve=None) -> bool:
+    """Run ``sequence`` in order in one fresh worker (one started ahead by ``reserve``, a
+    :class:`~flagos_doctor.survey.reserve.Reserve`, when it has one); True when a case of it
+    reported a sticky error (the error came back). A worker that cannot start, crashes or
+    hangs ends the replay: False."""
     folder = scratch.create()
     worker = None
     poisoned = []
     try:
-        worker = WorkerProcess(dataclasses.replace(config, scratch=folder), slot)
+        worker = reserve.take() if reserve is not None else None
+        if worker is None:
+            worker = WorkerProcess(dataclasses.replace(config, scratch=folder), slot)
 
         def seen(event) -> None:
             if event.kind == "case" and event.data.get("poison"):
@@ -195,34 +198,45 @@ def _levels(width: int) -> int:
     return levels
 
 
-def replay_all(config: WorkerConfig, sequences: list[list[Case]], width: int) -> list[bool]:
+def replay_all(config: WorkerConfig, sequences: list[list[Case]], width: int, reserve=None) -> list[bool]:
     """:func:`replay` of each of ``sequences``, up to ``width`` side by side, each in its own
-    fresh worker (on the run's devices in turn); their answers in order."""
+    fresh worker (on the run's devices in turn; ``reserve``'s first); their answers in order."""
     if len(sequences) == 1 or width <= 1:
-        return [replay(config, sequence) for sequence in sequences]
+        return [replay(config, sequence, reserve=reserve) for sequence in sequences]
     slots = iter(range(len(sequences)))
     lock = threading.Lock()
 
     def one(sequence: list[Case]) -> bool:
         with lock:
             slot = next(slots)
-        return replay(config, sequence, slot)
+        return replay(config, sequence, slot, reserve)
 
     with ThreadPoolExecutor(max_workers=min(width, len(sequences)), thread_name_prefix="flagos-replay") as pool:
         return list(pool.map(one, sequences))
 
 
 def bisect_side_by_side(config: WorkerConfig, earlier: list[Case], target: Case, width: int,
-                        log: list, counts: dict) -> tuple[bool, Case | None]:
+                        log: list, counts: dict, reserve=None) -> tuple[bool, Case | None]:
     """(came back, culprit): the replay of every earlier case, then :class:`Bisection`, in
     rounds of replays side by side (module doc). ``log`` gets the replays on the
-    bisection's own path, as :func:`narrow` logs them; ``counts`` the replays and rounds run."""
+    bisection's own path, as :func:`narrow` logs them; ``counts`` the replays and rounds run.
+    With a ``reserve``, the next round's workers start while a round runs."""
     bisection = Bisection(earlier, proven=True)
+    if reserve is not None:
+        reserve.keep(width)
+    try:
+        return _bisect_rounds(config, earlier, target, width, log, counts, reserve, bisection)
+    finally:
+        if reserve is not None:
+            reserve.keep(0)
+
+
+def _bisect_rounds(config, earlier, target, width, log, counts, reserve, bisection) -> tuple[bool, Case | None]:
     first = True
     while first or not bisection.done:
         spans = _tests_ahead(bisection, _levels(max(1, width - 1) if first else width))
         sequences = ([earlier] if first else []) + [earlier[a:b] for a, b in spans]
-        answers = replay_all(config, [sequence + [target] for sequence in sequences], width)
+        answers = replay_all(config, [sequence + [target] for sequence in sequences], width, reserve)
         counts["replays"] += len(sequences)
         counts["rounds"] += 1
         if first:
@@ -240,14 +254,15 @@ def bisect_side_by_side(config: WorkerConfig, earlier: list[Case], target: Case,
 
 
 def trace(config: WorkerConfig, record: ResultsFile, note=None, width: int = 1,
-          known: list[Case] = (), remember=None) -> dict:
+          known: list[Case] = (), remember=None, ahead: "Ahead | None" = None) -> dict:
     """Trace every suspect of ``record``'s finished overloads (recorded through it); the
     figures for the run's ``confirm.replay``: {suspects, traced, untraced (came back only
     with several cases), not_reproduced, runs (on the bisection's path), replays (run, side
     by side or not), rounds, known (suspects a known culprit explained)}.
 
     ``width``: replays at once; ``known``: culprits seen before on this stack, tried first;
-    ``remember(culprit)``: called with each culprit found."""
+    ``remember(culprit)``: called with each culprit found; ``ahead``: the replays already
+    run for some suspects while the confirmation's passes ran (:class:`Ahead`)."""
 
     figures = {"suspects": 0, "traced": 0, "untraced": 0, "not_reproduced": 0, "runs": 0,
                "replays": 0, "rounds": 0, "known": 0}
@@ -259,25 +274,105 @@ def trace(config: WorkerConfig, record: ResultsFile, note=None, width: int = 1,
         if note:
             note(f"replaying the {len(earlier)} case(s) run before {name} [{case['profile']}] in its worker "
                  f"(it failed with {case['poison']!r} there and passed in fresh workers)")
-        log: list = []
-        culprit = _try_known(config, earlier, target, known, figures)
-        from_known = culprit is not None
-        if from_known:
-            came_back = True
-            log.append({"cases": 2, "came_back": True})
-        elif earlier:  # no earlier case: nothing could have left it behind (the repeats ran it alone)
-            came_back, culprit = bisect_side_by_side(config, earlier, target, width, log, figures)
-        else:
-            came_back = False
+        found = ahead.outcome(target, earlier) if ahead is not None else None
+        if found is None:
+            found = trace_one(config, earlier, target, width, known, figures,
+                              ahead.reserve if ahead is not None else None)
+        came_back, culprit, log, from_known = found
         figures["runs"] += len(log)
         record.record_replay(case, len(log), len(earlier), came_back, known=from_known)
         _settle_suspect(record, case, target, came_back, culprit, len(earlier), figures)
         if culprit is not None and remember is not None:
             remember(culprit)
+    if ahead is not None:
+        for key in ("replays", "rounds", "known"):
+            figures[key] += ahead.figures[key]
     return figures
 
 
-def _try_known(config: WorkerConfig, earlier: list[Case], target: Case, known, figures: dict) -> Case | None:
+def trace_one(config: WorkerConfig, earlier: list[Case], target: Case, width: int, known, figures: dict,
+              reserve=None) -> tuple[bool, Case | None, list, bool]:
+    """(came back, culprit, the replays on the bisection's path, found from a known culprit)
+    for one suspect: a known culprit first, else the bisection. Records nothing."""
+    log: list = []
+    culprit = _try_known(config, earlier, target, known, figures, reserve)
+    if culprit is not None:
+        return True, culprit, [{"cases": 2, "came_back": True}], True
+    if not earlier:  # no earlier case: nothing could have left it behind (the repeats ran it alone)
+        return False, None, log, False
+    came_back, culprit = bisect_side_by_side(config, earlier, target, width, log, figures, reserve)
+    return came_back, culprit, log, False
+
+
+class Ahead:
+    """A suspect's replays run while the confirmation's passes still run.
+
+    A case whose first run failed with a sticky error becomes a suspect when a run of it in
+    a fresh worker passes (FLAKY: :func:`suspects`). The confirmation tells this one
+    (:meth:`passed`) as soon as a repeat of such a case passes, and its replays start
+    then, instead of after every pass; their answers are those the same replays give after
+    the passes (a replay runs the same cases in a fresh worker: module doc). A case whose
+    repeats never pass is never replayed. :func:`trace` takes the outcomes (:meth:`outcome`),
+    and traces itself any suspect not started here.
+    """
+
+    def __init__(self, config: WorkerConfig, finished: dict[str, list[dict]], width: int,
+                 known: list[Case] = (), reserve=None):
+        self.config, self.width, self.known, self.reserve = config, width, list(known), reserve
+        wanted = model.FAILURES
+        #: the cases that may become suspects, and the earlier cases of their worker
+        self.candidates = {(name, case["profile"]): earlier_cases(finished, case)[-MAX_REPLAY_CASES:]
+                           for name, cases in finished.items() for case in cases
+                           if case["status"] in wanted and case.get("poison") and case.get("worker")
+                           and "replay" not in case}
+        self.figures = {"replays": 0, "rounds": 0, "known": 0}
+        self._lock = threading.Lock()
+        self._threads: dict[Case, threading.Thread] = {}
+        self._outcomes: dict[Case, tuple] = {}
+
+    def passed(self, target: Case) -> None:
+        """A run of ``target`` in a fresh worker passed: start its replays if it is a candidate."""
+        with self._lock:
+            if target not in self.candidates or target in self._threads:
+                return
+            thread = threading.Thread(target=self._run, args=(target,), daemon=True, name="flagos-replay-ahead")
+            self._threads[target] = thread
+        thread.start()
+
+    def _run(self, target: Case) -> None:
+        figures = {"replays": 0, "rounds": 0, "known": 0}
+        try:
+            outcome = trace_one(self.config, self.candidates[target], target, self.width, self.known, figures,
+                                self.reserve)
+        except Exception:  # noqa: BLE001  (trace then runs it itself, and reports what it finds)
+            outcome = None
+        with self._lock:
+            if outcome is not None:
+                self._outcomes[target] = outcome
+            for key in figures:
+                self.figures[key] += figures[key]
+
+    def outcome(self, target: Case, earlier: list[Case]) -> tuple | None:
+        """``target``'s outcome once its replays end; None when they never started (or
+        replayed other earlier cases than the suspect has now)."""
+        with self._lock:
+            thread = self._threads.get(target)
+        if thread is None or self.candidates.get(target) != earlier:
+            return None
+        thread.join()
+        with self._lock:
+            return self._outcomes.get(target)
+
+    def close(self) -> None:
+        """Wait for every replay started (their workers end before the reserve closes)."""
+        with self._lock:
+            threads = list(self._threads.values())
+        for thread in threads:
+            thread.join()
+
+
+def _try_known(config: WorkerConfig, earlier: list[Case], target: Case, known, figures: dict,
+               reserve=None) -> Case | None:
     """The first culprit seen before on this stack (latest earlier case first) that, alone
     before ``target``, brings its error back; None when none of them is an earlier case or
     none does."""
@@ -285,7 +380,7 @@ def _try_known(config: WorkerConfig, earlier: list[Case], target: Case, known, f
     for culprit in [c for c in reversed(earlier) if tuple(c) in seen][:1]:
         figures["replays"] += 1
         figures["rounds"] += 1
-        if replay(config, [culprit, target]):
+        if replay(config, [culprit, target], reserve=reserve):
             figures["known"] += 1
             return culprit
     return None
