@@ -102,8 +102,10 @@ def test_replays_side_by_side_name_the_serial_bisections_culprit_and_a_known_cul
     assert suspect["poisoned_by"] == {"overload": "frac", "profile": "1d-f32"} and suspect["status"] == model.PASS
     assert suspect["replay"] == {"runs": len(log), "cases": len(EARLIER), "came_back": True}
     assert figures["runs"] == len(log) and figures["traced"] == 1
-    # side by side: 6 replays in 2 rounds (the serial bisection: 5 in a row), and they overlapped
-    assert figures["replays"] == len(spans) == 6 and figures["rounds"] == 2
+    # side by side: 5 replays in 2 rounds (the serial bisection: 5 in a row), and they overlapped;
+    # the first round took the "came back" path down to the last case alone (floor 1d, it
+    # did not), so the second round is one replay: frac 1d alone
+    assert figures["replays"] == len(spans) == 5 and figures["rounds"] == 2
     assert sum(1 for i, a in enumerate(spans) for b in spans[i + 1:] if a[0] < b[1] and b[0] < a[1]) >= 3
 
     # The store remembers the culprit; the next trace tries it first, alone: one replay.
@@ -129,7 +131,7 @@ def test_replays_side_by_side_name_the_serial_bisections_culprit_and_a_known_cul
     (suspect,) = third["trunc"][1:]
     assert suspect["poisoned_by"] == {"overload": "frac", "profile": "1d-f32"}
     assert suspect["replay"] == {"runs": len(log), "cases": len(EARLIER), "came_back": True}
-    assert figures["known"] == 0 and figures["replays"] == 1 + 6
+    assert figures["known"] == 0 and figures["replays"] == 1 + 5
     assert culprits.known() == [("frac", "1d-f32"), ("frac", "2d-f32")]  # the one found, first
 
 
@@ -169,14 +171,27 @@ def test_a_suspects_replays_start_when_a_repeat_of_it_passes_and_trace_takes_the
     ahead.passed(TARGET)  # the second repeat's pass starts nothing more
     ahead._threads[TARGET].join()
     ran_ahead = len(spans)
-    assert ran_ahead == 6  # the bisection of the first test, side by side, before any trace
+    assert ran_ahead == 5  # the bisection of the first test, side by side, before any trace
     figures = replay.trace(config, holding(repeated(finished)), width=4, ahead=ahead)
     ahead.close()
     (suspect,) = finished["trunc"][1:]
     assert len(spans) == ran_ahead  # trace ran no replay of its own: it took the answers
     assert suspect["poisoned_by"] == {"overload": "frac", "profile": "1d-f32"} and suspect["status"] == model.PASS
     assert suspect["replay"] == {"runs": 5, "cases": len(EARLIER), "came_back": True}
-    assert figures["replays"] == 6 and figures["rounds"] == 2 and figures["traced"] == 1
+    assert figures["replays"] == 5 and figures["rounds"] == 2 and figures["traced"] == 1
+
+
+def test_a_culprit_run_just_before_its_victim_is_found_in_one_round(tmp_path, monkeypatch):
+    # The H200's torch_fl suspect: its culprit was the case its worker ran just before it.
+    # The first round's replays follow the "came back" path to the last case alone.
+    config = noise_config(tmp_path, monkeypatch)
+    log: list = []  # EARLIER[:5] ends with frac 1d: the suspect's latest earlier case
+    counts = {"replays": 0, "rounds": 0}
+    came_back, culprit = replay.bisect_side_by_side(config, EARLIER[:5], TARGET, 4, log, counts)
+    assert came_back and culprit == ("frac", "1d-f32")
+    assert counts == {"replays": 4, "rounds": 1}
+    assert log == [{"cases": 6, "came_back": True}, {"cases": 4, "came_back": True},
+                   {"cases": 3, "came_back": True}, {"cases": 2, "came_back": True}]
 
 
 def test_a_failure_whose_repeats_never_pass_is_never_replayed(tmp_path, monkeypatch):

@@ -263,7 +263,12 @@ def confirm(config: WorkerConfig, workers: int, record: ResultsFile, *, repeats:
     if base_pairs:
         passes.append((native_config(config, overloads, native_route), base_pairs, ahead.native, None))
     starting = _pass_announcer(note, repeat_passes, base_pairs, repeats)
-    ended = _in_order_applier(record, repeat_passes, base_pairs, rep_figures, base_figures)
+    applier = _in_order_applier(record, repeat_passes, base_pairs, rep_figures, base_figures)
+    ended_at: list = [None] * len(passes)  # seconds into the confirmation each pass ended
+
+    def ended(index: int, outcome: tuple) -> None:
+        ended_at[index] = round(time.monotonic() - clock, 1)
+        applier(index, outcome)
     shares_first = min(len(passes), max(1, workers))
     try:
         _run_concurrently(passes, workers, note, ended, starting)
@@ -279,7 +284,10 @@ def confirm(config: WorkerConfig, workers: int, record: ResultsFile, *, repeats:
         ahead.close()
     if baseline_label:
         done["baseline"] = {"label": baseline_label, **base_figures}
-    done["passes"] = {"count": len(passes), "at_once": shares_first if passes else 0, "workers": workers}
+    done["passes"] = {"count": len(passes), "at_once": shares_first if passes else 0, "workers": workers,
+                      "ended_s": ended_at}
+    if tracer.spans:
+        done["replay_ahead_s"] = [[round(a - clock, 1), round(b - clock, 1)] for a, b in tracer.spans]
     done["ahead"] = ahead.figures()
     done["seconds"] = round(time.monotonic() - clock, 3)
     return done

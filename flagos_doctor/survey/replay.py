@@ -31,8 +31,9 @@ Each replay is a worker started for it (as the confirmation's passes), running a
 :data:`MAX_REPLAY_CASES` earlier cases (the latest ones).
 
 The replays run side by side (``width`` at a time, the run's worker count): a bisection's
-next steps do not wait for each other. Each round runs every replay the next levels of the
-bisection could ask for (the first round also the replay of all earlier cases), then walks
+next steps do not wait for each other. Each round runs the replays the next steps of the
+bisection are likeliest to ask for, as many as run at once (:func:`_tests_ahead`; the
+first round also the replay of all earlier cases), then walks
 the bisection with those answers: the path, the culprit and the ``replay`` record are the
 ones the bisection run one replay at a time gives (its replays are deterministic: a replay
 that runs the same cases in a fresh worker gives the same answer); the replays run but not
@@ -51,6 +52,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from flagos_doctor.results import model
@@ -168,34 +170,36 @@ class Bisection:
         return other
 
 
-def _tests_ahead(bisection: Bisection, levels: int) -> list[tuple[int, int]]:
-    """The (start, end) of every replay the next ``levels`` steps of ``bisection`` may ask for."""
-    found, frontier = [], [bisection]
-    for _ in range(levels):
-        following = []
-        for node in frontier:
-            if node.done:
-                continue
+def _tests_ahead(bisection: Bisection, count: int) -> list[tuple[int, int]]:
+    """The (start, end) of up to ``count`` replays the next steps of ``bisection`` may ask
+    for, the likeliest first: a path with fewer answers "did not come back" before a
+    shallower one. A sticky error shows in the next case that touches the device, so its
+    culprit is most often the latest earlier case: the path of "came back" answers (the
+    later halves, down to the last case alone) is taken whole in the first round, and the
+    rest of the round covers the nearest other branches. Which replays run changes only
+    how many rounds the bisection takes, never its answers (module doc)."""
+    import heapq
+
+    found: list[tuple[int, int]] = []
+    order = 0
+    frontier = [(0, 0, order, bisection)]  # (answers "not back" on the way, depth, tie, node)
+    while frontier and len(found) < count:
+        misses, depth, _, node = heapq.heappop(frontier)
+        if node.done:
+            continue
+        if _span(node) not in found:
             found.append(_span(node))
-            for came_back in (True, False):
-                child = node.copy()
-                child.answer(came_back)
-                following.append(child)
-        frontier = following
+        for came_back in (True, False):
+            child = node.copy()
+            child.answer(came_back)
+            order += 1
+            heapq.heappush(frontier, (misses + (not came_back), depth + 1, order, child))
     return found
 
 
 def _span(node: Bisection) -> tuple[int, int]:
     sequence_start = node.lo + (node.hi - node.lo) // 2 if node.hi - node.lo > 1 else node.lo
     return (sequence_start, node.hi)
-
-
-def _levels(width: int) -> int:
-    """How many levels of the bisection ``width`` replays at once cover (2**levels - 1 replays)."""
-    levels = 1
-    while 2 ** (levels + 1) - 1 <= width:
-        levels += 1
-    return levels
 
 
 def replay_all(config: WorkerConfig, sequences: list[list[Case]], width: int, reserve=None) -> list[bool]:
@@ -234,7 +238,7 @@ def bisect_side_by_side(config: WorkerConfig, earlier: list[Case], target: Case,
 def _bisect_rounds(config, earlier, target, width, log, counts, reserve, bisection) -> tuple[bool, Case | None]:
     first = True
     while first or not bisection.done:
-        spans = _tests_ahead(bisection, _levels(max(1, width - 1) if first else width))
+        spans = _tests_ahead(bisection, max(1, width - 1) if first else max(1, width))
         sequences = ([earlier] if first else []) + [earlier[a:b] for a, b in spans]
         answers = replay_all(config, [sequence + [target] for sequence in sequences], width, reserve)
         counts["replays"] += len(sequences)
@@ -329,6 +333,8 @@ class Ahead:
         self._lock = threading.Lock()
         self._threads: dict[Case, threading.Thread] = {}
         self._outcomes: dict[Case, tuple] = {}
+        #: (start, end) of each suspect's replays run here (time.monotonic), for the run's figures
+        self.spans: list[tuple[float, float]] = []
 
     def passed(self, target: Case) -> None:
         """A run of ``target`` in a fresh worker passed: start its replays if it is a candidate."""
@@ -341,12 +347,14 @@ class Ahead:
 
     def _run(self, target: Case) -> None:
         figures = {"replays": 0, "rounds": 0, "known": 0}
+        began = time.monotonic()
         try:
             outcome = trace_one(self.config, self.candidates[target], target, self.width, self.known, figures,
                                 self.reserve)
         except Exception:  # noqa: BLE001  (trace then runs it itself, and reports what it finds)
             outcome = None
         with self._lock:
+            self.spans.append((began, time.monotonic()))
             if outcome is not None:
                 self._outcomes[target] = outcome
             for key in figures:
