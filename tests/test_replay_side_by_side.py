@@ -214,6 +214,9 @@ def test_workers_started_ahead_have_run_nothing_and_serve_the_pool_and_the_repla
     reserve.add(3)
     first = reserve.take()  # waits for one still starting rather than starting another
     assert first is not None and first.cases_started == 0 and first.child is not None
+    with open(f"/proc/{first.child.proc.pid}/stat", encoding="utf-8") as handle:
+        niceness = int(handle.read().rsplit(")", 1)[1].split()[16])  # field 19
+    assert niceness == os.nice(0) + 5  # it started on the cycles the main phase left idle
     found, failure = run_cases(config, 1, [("trunc", {"profile": "2d-f32"})], reserve=reserve)
     assert failure is None and found[TARGET]["status"] == model.PASS
     assert found[TARGET]["worker_order"] == 1  # the reserved worker ran it as its first case
@@ -231,3 +234,29 @@ def test_workers_started_ahead_have_run_nothing_and_serve_the_pool_and_the_repla
     held.close()
     assert worker.child.proc.wait(timeout=120) < 0  # ended by a signal, not by us
     worker.close()
+
+
+def test_a_freed_main_phase_slot_starts_the_confirmations_workers_where_they_are_needed(tmp_path, monkeypatch):
+    from flagos_doctor.survey.confirm import PER_FREED_SLOT, Prestart
+
+    def started(ahead) -> dict:
+        return {label: figures["started"] for label, figures in ahead.figures().items()}
+
+    config = noise_config(tmp_path, monkeypatch)
+    ahead = Prestart(config, 2, 2, None, most=5)
+    try:
+        ahead.slot_freed({"floor": [{"profile": "2d-f32", "status": model.PASS, "detail": ""}]})
+        assert started(ahead) == {"repeat": 0, "replay": 0}  # nothing failed: nothing to confirm
+        ahead.slot_freed(before_repeats())  # one failure, with a sticky error; 2 slots freed
+        # the repeat passes' workers first (two passes of one case: one each), then the
+        # replay's first round; no spare yet: PER_FREED_SLOT a freed slot
+        assert PER_FREED_SLOT == 2 and started(ahead) == {"repeat": 2, "replay": 2}
+    finally:
+        ahead.close()
+    # the machine holds 3 workers: beside the main phase's one still running, 2 at first
+    ahead = Prestart(config, 2, 2, None, most=3)
+    try:
+        ahead.slot_freed(before_repeats())
+        assert started(ahead) == {"repeat": 2, "replay": 0}
+    finally:
+        ahead.close()

@@ -258,10 +258,10 @@ def confirm(config: WorkerConfig, workers: int, record: ResultsFile, *, repeats:
     base_figures = {"cases": len(base_pairs), "native_also": 0}
     known = culprits.known() if culprits else []
     tracer = replay.Ahead(config, finished, workers, known, ahead.replay)
-    passes = [(config, _candidates_first(pairs, tracer.candidates), ahead.repeat, _passed_to(tracer))
+    passes = [(config, _run_order(pairs, tracer.candidates), ahead.repeat, _passed_to(tracer))
               for pairs in repeat_passes]
     if base_pairs:
-        passes.append((native_config(config, overloads, native_route), base_pairs, ahead.native, None))
+        passes.append((native_config(config, overloads, native_route), _run_order(base_pairs, {}), ahead.native, None))
     starting = _pass_announcer(note, repeat_passes, base_pairs, repeats)
     applier = _in_order_applier(record, repeat_passes, base_pairs, rep_figures, base_figures)
     ended_at: list = [None] * len(passes)  # seconds into the confirmation each pass ended
@@ -298,10 +298,13 @@ def native_config(config: WorkerConfig, overloads: list[str], native_route: str 
     return dataclasses.replace(config, baseline=True, baseline_overloads=list(overloads), native_route=native_route)
 
 
-def _candidates_first(pairs: list[tuple[str, dict]], candidates: dict) -> list[tuple[str, dict]]:
-    """``pairs`` with the cases that may become replay suspects first (their replays start
-    once a repeat of them passes); the records are applied in ``pairs``' own order."""
-    return sorted(pairs, key=lambda pair: (pair[0], pair[1]["profile"]) not in candidates)
+def _run_order(pairs: list[tuple[str, dict]], candidates: dict) -> list[tuple[str, dict]]:
+    """The order a pass runs ``pairs`` in (its records are applied in ``pairs``' own): the
+    cases that may become replay suspects first (their replays start once a repeat of them
+    passes), then the longest first, as they took in the survey (a pass lasts at least its
+    longest case; started last, it would be added to the others')."""
+    return sorted(pairs, key=lambda pair: ((pair[0], pair[1]["profile"]) not in candidates,
+                                           -float(pair[1].get("seconds") or 0)))
 
 
 def _passed_to(tracer: "replay.Ahead"):
@@ -311,13 +314,18 @@ def _passed_to(tracer: "replay.Ahead"):
     return seen
 
 
+#: Workers :class:`Prestart` starts for each main-phase slot that runs out of tasks: the
+#: confirmation needs about twice the survey's worker count (its passes, a replay round)
+#: and the main phase frees at most one slot fewer than it has.
+PER_FREED_SLOT = 2
+
+
 class Prestart:
     """The confirmation's workers, started ahead (:mod:`.reserve`): as each main-phase slot
-    runs out of tasks while others still run, one worker is started where the confirmation
-    will need it most (:meth:`slot_freed`): the repeat passes' and the baseline's shares of
-    the failures so far, then a replay's first round for a case a sticky error may have
-    poisoned. Those workers have run nothing; the passes and replays take them before
-    starting their own."""
+    runs out of tasks while others still run, workers are started where the confirmation
+    will need them most (:meth:`slot_freed`). Those workers have run nothing; the passes
+    and replays take them before starting their own (a worker a sticky error ends is
+    replaced by one of them too)."""
 
     def __init__(self, config: WorkerConfig, workers: int, repeats: int, native: WorkerConfig | None,
                  most: int | None = None):
@@ -328,24 +336,35 @@ class Prestart:
         #: the most workers alive at once the machine holds (sizing's memory limit): the
         #: passes' and a replay round's, and what is left for the next round's, started ahead
         self.most = most or 2 * self.workers
-        self.replay.most_kept = max(0, self.most - self.workers)
+        self.replay.most_kept = max(0, self.most - self.workers) // 4  # a round's top-up: see replay.py
+        self.freed = 0  # main-phase slots that ran out of tasks
 
     def slot_freed(self, finished: dict[str, list[dict]]) -> None:
-        """A main-phase slot has no task left: start one worker where it is needed most."""
+        """A main-phase slot has no task left: start up to :data:`PER_FREED_SLOT` workers
+        where the confirmation needs them most, as the failures so far say: the repeat
+        passes' and the baseline's workers, a replay's first round when a failure left a
+        sticky error, then a spare for each worker such a failure ends in a repeat pass. No
+        more in all than the machine holds beside the main phase's workers still running."""
+        self.freed += 1
         plan = _plan_repeats(finished, self.times)
         sizes = [len(pairs) for pairs in plan] + ([len(to_baseline(finished))] if self.native else [])
         if not any(sizes):
             return
         shares = _shares(self.workers, [max(1, size) for size in sizes])
-        poisoned = any(case.get("poison") and case["status"] in model.FAILURES
-                       for cases in finished.values() for case in cases)
-        wanted = [(self.repeat, sum(shares[:len(plan)])),
-                  (self.native, shares[-1] if self.native else 0),
-                  (self.replay, min(self.workers, self.most - self.workers) if poisoned else 0)]
+        sticky = sum(1 for pairs in plan[:1] for _, case in pairs if case.get("poison"))
+        wanted = [(self.repeat, sum(shares[:len(plan)])), (self.native, shares[-1] if self.native else 0),
+                  (self.replay, min(self.workers, self.most - self.workers) if sticky else 0),
+                  (self.repeat, sum(shares[:len(plan)]) + sticky * len(plan)),
+                  (self.native, shares[-1] + sticky if self.native else 0)]
+        allowed = min(PER_FREED_SLOT * self.freed, self.most - (self.workers - self.freed))
         for reserve, want in wanted:
-            if reserve is not None and reserve.figures()["started"] < want:
+            if reserve is None:
+                continue
+            while reserve.figures()["started"] < want and self._started() < allowed:
                 reserve.add(1)
-                return
+
+    def _started(self) -> int:
+        return sum(r.figures()["started"] for r in (self.repeat, self.native, self.replay) if r is not None)
 
     def figures(self) -> dict:
         return {reserve.label: reserve.figures() for reserve in (self.repeat, self.native, self.replay) if reserve}

@@ -67,6 +67,7 @@ class WorkerConfig:
     shared_autotune: bool = True
     full_autotune: bool = False  # Triton's own timing budget per configuration (child/autotune_timing.py)
     compile_cap: float | None = None  # seconds of compiling a case may wait on; None: case_clock.compile_cap(timeout)
+    nice: int = 0  # the workers' niceness (started ahead: survey/reserve.py)
 
     def autotune_timing(self) -> dict:
         """How the workers' autotuners time each configuration, and who chose it."""
@@ -99,6 +100,8 @@ class WorkerConfig:
         if self.devices:
             env[stack.visible_devices_var] = self.devices[slot % len(self.devices)]
         env["TRITON_CACHE_AUTOTUNING"] = self.autotune_setting()[0]
+        if self.nice:
+            env["FLAGOS_DOCTOR_NICE"] = str(self.nice)  # child/worker.py NICE_VAR
         if self.scratch:
             env[scratch.MARK_VAR] = self.scratch  # inherited by all it starts: found again after a kill -9
         return env

@@ -28,13 +28,18 @@ from flagos_doctor.survey import scratch
 from flagos_doctor.survey.pool import StackFailed, WorkerConfig, WorkerProcess
 
 
+#: The niceness of a worker started ahead (child/worker.py lowers itself to it).
+NICE = 5
+
+
 class Reserve:
     """Fresh workers of one :class:`WorkerConfig`, started ahead and handed out once each."""
 
     def __init__(self, config: WorkerConfig, label: str = ""):
         self.label = label
         self._folder = scratch.create()  # the reserved workers' capture files
-        self.config = dataclasses.replace(config, scratch=self._folder)
+        # started while the main phase still compiles: only the cycles it leaves idle
+        self.config = dataclasses.replace(config, scratch=self._folder, nice=NICE)
         self._lock = threading.Condition()
         self._ready: list[WorkerProcess] = []
         self._starting = 0

@@ -56,6 +56,18 @@ def _set_parent_death_signal() -> None:
         pass
 
 
+#: A worker started ahead of its use (survey/reserve.py) runs at this niceness: its start
+#: (the stack's import) takes only the cycles the main phase's compiles leave idle.
+NICE_VAR = "FLAGOS_DOCTOR_NICE"
+
+
+def _lower_priority() -> None:
+    try:
+        os.nice(int(os.environ.pop(NICE_VAR, "0") or 0))
+    except (OSError, ValueError):
+        pass
+
+
 class Capture:
     """Descriptors 1 and 2 appended to one file; read back what each case printed."""
 
@@ -338,6 +350,7 @@ def triton_autotune_cache() -> bool | None:
 
 def main() -> int:
     _set_parent_death_signal()
+    _lower_priority()
     return Worker(ChildChannel.from_env()).serve()
 
 
