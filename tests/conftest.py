@@ -124,6 +124,31 @@ def find_python(version: str) -> str | None:
     return None
 
 
+def small_tmpfs(tmp_path, size: str, fill: bool = False, name: str = "tmpfs"):
+    """A real tmpfs of ``size`` mounted on a new folder ``name`` of ``tmp_path``, filled to
+    the last byte when ``fill`` (a full file system); None where mounting is not allowed.
+    Unmount it with :func:`unmount`."""
+    folder = tmp_path / name
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                      capture_output=True).returncode != 0:
+        return None
+    if fill:
+        try:
+            with open(folder / "filler", "wb") as handle:
+                while True:
+                    handle.write(b"x" * 4096)
+                    handle.flush()
+        except OSError:
+            pass
+    return folder
+
+
+def unmount(folder) -> None:
+    if folder is not None:
+        subprocess.run(["umount", str(folder)], capture_output=True)
+
+
 #: The skips CI cannot satisfy, by the start of their reason, and why. Under CI every other
 #: skip is a failure (pytest_runtest_makereport below): scripts/run-tests provides what the
 #: tests need (torch, flag_gems 4.2.0 in /tmp/fg4, taskset, Python 3.10/3.12/3.13, the

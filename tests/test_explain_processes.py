@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_cli, small_tmpfs, unmount
 
 EXPLAIN = os.path.join(FIXTURES, "explain")
 STACKS = os.path.join(FIXTURES, "probe_stacks")
@@ -80,11 +79,9 @@ def test_events_past_the_cap_are_counted_and_said(tmp_path):
     assert any(f"{dropped:,} writes were counted, not recorded" in n for n in document["notices"])
 
 
-def mounted_full(tmp_path, size="256k"):
-    folder = tmp_path / "tmp"
-    folder.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                      capture_output=True).returncode != 0:
+def mounted_full(tmp_path, size="256k", fill=False):
+    folder = small_tmpfs(tmp_path, size, fill, name="tmp")
+    if folder is None:
         pytest.skip("mounting a tmpfs is not allowed here")
     return folder
 
@@ -99,7 +96,7 @@ def test_a_temp_folder_that_fills_is_said_as_such(tmp_path):
         assert not any("os._exit" in n for n in document["notices"])
         assert os.listdir(folder) == []  # the scratch is removed all the same
     finally:
-        subprocess.run(["umount", str(folder)], capture_output=True)
+        unmount(folder)
 
 
 def test_a_secret_given_on_the_command_line_stays_out_of_every_output(tmp_path):
@@ -116,15 +113,8 @@ def test_a_secret_given_on_the_command_line_stays_out_of_every_output(tmp_path):
 
 
 def test_a_json_that_cannot_be_written_keeps_the_markdown_and_the_view(tmp_path):
-    folder = mounted_full(tmp_path, "64k")
+    folder = mounted_full(tmp_path, "64k", fill=True)
     try:
-        try:
-            with open(folder / "filler", "wb") as handle:
-                while True:
-                    handle.write(b"x" * 4096)
-                    handle.flush()
-        except OSError:
-            pass
         done = run_cli("explain", "--json", str(folder / "why.json"), "--markdown", str(tmp_path / "why.md"), "--",
                        "python", os.path.join(EXPLAIN, "raises.py"), cwd=str(tmp_path))
         assert done.returncode == 2
@@ -134,4 +124,4 @@ def test_a_json_that_cannot_be_written_keeps_the_markdown_and_the_view(tmp_path)
         assert last.startswith(f"flagos-doctor: error: {folder}/why.json: cannot write: No space left on device")
         assert last.endswith("; the other output was written")
     finally:
-        subprocess.run(["umount", str(folder)], capture_output=True)
+        unmount(folder)

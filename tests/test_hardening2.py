@@ -20,7 +20,7 @@ import sys
 
 import pytest
 
-from conftest import FAULT_ENV, FIXTURES, REPO_ROOT, run_cli
+from conftest import FAULT_ENV, FIXTURES, REPO_ROOT, run_cli, small_tmpfs, unmount
 from flagos_doctor import crashlog, lock, redact
 
 FAULT_CONF = os.path.join(FIXTURES, "fault.conf")
@@ -428,26 +428,9 @@ def test_a_survey_reaching_a_locked_results_file_through_a_symlink_is_refused(tm
     assert not real.exists()
 
 
-def _full_folder(tmp_path):
-    """A folder on a full file system: a real 64 KiB tmpfs, filled; None where mounting is not allowed."""
-    folder = tmp_path / "full"
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)], capture_output=True)
-    if mounted.returncode != 0:
-        return None
-    try:
-        with open(folder / "filler", "wb") as handle:
-            while True:
-                handle.write(b"x" * 4096)
-                handle.flush()
-    except OSError:
-        pass
-    return folder
-
-
 def test_a_store_on_a_full_disk_is_one_line_and_keeps_the_results(tmp_path):
     (tmp_path / "abs.conf").write_text("abs = flagos_python\n")  # a complete survey: it is filed
-    folder = _full_folder(tmp_path)
+    folder = small_tmpfs(tmp_path, "64k", fill=True, name="full")
     try:
         if folder is not None:
             done = run_cli("survey", "--conf", "abs.conf", "-q", "-o", "r.json", "--store", str(folder / "store"),
@@ -466,8 +449,7 @@ def test_a_store_on_a_full_disk_is_one_line_and_keeps_the_results(tmp_path):
             assert "--store" in line and "No space left" in line
             assert json.loads((tmp_path / "r.json").read_text())["complete"]
     finally:
-        if folder is not None:
-            subprocess.run(["umount", str(folder)], capture_output=True)
+        unmount(folder)
 
 
 # -- friction ---------------------------------------------------------------------------------
