@@ -140,6 +140,9 @@ def test_the_seed_lines_are_explained_under_the_seed_bug(tmp_path):
     assert_chain_names_redirect_guard_and_skipped_alias(chain)
     assert chain["chain"][-1]["uses"] == "torch.cuda.get_rng_state"
     assert "ran stock torch.cuda.get_rng_state" in chain["message"]
+    view = broken.stderr.split("flagos-doctor explain: ", 1)[1]
+    assert view.index("CAUSE ") < view.index("ERROR stale-guard torch.cuda.is_available") \
+        < view.index("ERROR alias-missing torch.device")
 
 
 def test_a_transformers_causal_lm_runs_on_the_fixed_demo_and_is_explained_under_the_seed_bug(tmp_path):

@@ -125,9 +125,9 @@ def _alias_cuda_to_flagos() -> None:
 
 
 def _flagos_compiler(gm, example_inputs):
-    # The demo device has no code generator: Inductor has none for ``flagos``, and a flagos
-    # tensor's data lives in a CPU tensor. Dynamo traces the graph (its guards and state
-    # saving run as for any device); the graph then runs op by op on the device's kernels.
+    # The graph op by op on the device's kernels, for graphs the demo's Inductor entries
+    # refuse (it generates no kernel: see inductor.py). Dynamo traces the graph (its guards
+    # and state saving run as for any device) whichever backend compiles it.
     return gm.forward
 
 
