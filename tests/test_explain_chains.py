@@ -8,11 +8,12 @@ demo, whose seed bug (``FLAGOS_DEMO_SEED_BUG=1``) makes its alias guard read the
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
 from conftest import REPO_ROOT, run_cli
-from test_explain import EXPLAIN, explain
+from test_explain import EXPLAIN, explain, run_cli_bare
 
 SEED_BUG = {"FLAGOS_DEMO_SEED_BUG": "1"}
 DEMO = os.path.join(REPO_ROOT, "flagos_doctor", "demo", "__init__.py")
@@ -71,11 +72,64 @@ def test_the_alias_assertion_gets_the_chain_and_the_plain_one_no_cause(alias_tes
     assert "### Findings of the run" in page and "stale-guard" in page and "a chain of causes" in page
 
 
-def test_the_seed_lines_pass_on_the_fixed_demo_and_are_explained_under_the_seed_bug(tmp_path):
+#: Runs the seed's lines, then replays their random draws (the Linear's initialisation, then
+#: the input) to compute the same model eagerly on the device.
+SEED_AGAINST_EAGER = """
+import runpy, sys, torch
+torch.manual_seed(0)
+seed = runpy.run_path(sys.argv[1])
+torch.manual_seed(0)
+replayed = torch.nn.Linear(10, 10)
+x = torch.randn(2, 10)
+assert torch.equal(replayed.weight, seed["model"].weight.cpu()), "the replay drew other numbers"
+eager = seed["model"](x.to("flagos"))
+print("compiled equals eager:", torch.equal(seed["out"].cpu(), eager.cpu()), eager.device)
+"""
+
+
+def test_the_seed_lines_compile_with_inductor_on_the_fixed_demo_as_eager_computes(tmp_path):
     seed = os.path.join(EXPLAIN, "seed_demo.py")
-    fixed, document = explain(tmp_path, "python", seed, options=("--stack", "demo"))
+    # A cache of its own: Inductor compiles (or loads) this graph, and logs its wrapper either way.
+    inductor = {"TORCH_LOGS": "output_code", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    fixed, document = explain(tmp_path, "python", seed, options=("--stack", "demo"), env=inductor)
     assert fixed.returncode == 0, fixed.stderr
     assert fixed.stdout == "flagos:0 (2, 10)\n" and document["failures"] == []
+    # The wrapper Inductor wrote for the flagos device: the Linear is one extern addmm.
+    assert "empty_strided((2, 10), (10, 1), device='flagos', dtype=torch.float32)" in fixed.stderr
+    assert "extern_kernels.addmm(primals_2, primals_3, reinterpret_tensor(primals_1" in fixed.stderr
+    against = run_cli_bare([sys.executable, "-c", SEED_AGAINST_EAGER, seed],
+                           {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}, None)
+    assert against.returncode == 0, against.stderr
+    assert against.stdout.splitlines()[-1] == "compiled equals eager: True flagos:0"
+
+
+#: A flagos graph that needs a kernel of its own, then the same function on CPU.
+NEEDS_A_KERNEL = """
+import torch
+import flagos_doctor.demo
+fn = lambda x: x.sin() + 1
+x = torch.randn(3)
+try:
+    torch.compile(fn, fullgraph=True)(x.to("flagos"))
+except Exception as error:
+    print(type(error).__name__ + ":", str(error).splitlines()[0])
+print("cpu:", torch.equal(torch.compile(fn, fullgraph=True)(x), fn(x)))
+"""
+
+
+def test_a_flagos_graph_needing_a_generated_kernel_is_refused_naming_its_ops_and_cpu_is_unchanged(tmp_path):
+    done = run_cli_bare([sys.executable, "-c", NEEDS_A_KERNEL],
+                        {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}, None)
+    assert done.returncode == 0, done.stderr
+    refused, cpu = done.stdout.splitlines()[-2:]
+    assert refused == ("InductorError: NoKernelGenerated: the flagos demo device has no Inductor code generator, "
+                       "and this graph needs a kernel generated for aten.add.Tensor, aten.sin.default; "
+                       "compile with backend=\"flagos\" (runs the graph op by op)")
+    assert cpu == "cpu: True"
+
+
+def test_the_seed_lines_are_explained_under_the_seed_bug(tmp_path):
+    seed = os.path.join(EXPLAIN, "seed_demo.py")
     broken, document = explain(tmp_path, "python", seed, options=("--stack", "demo"), env=SEED_BUG)
     assert broken.returncode == 1
     (failure,) = document["failures"]
@@ -86,6 +140,9 @@ def test_the_seed_lines_pass_on_the_fixed_demo_and_are_explained_under_the_seed_
     assert_chain_names_redirect_guard_and_skipped_alias(chain)
     assert chain["chain"][-1]["uses"] == "torch.cuda.get_rng_state"
     assert "ran stock torch.cuda.get_rng_state" in chain["message"]
+    view = broken.stderr.split("flagos-doctor explain: ", 1)[1]
+    assert view.index("CAUSE ") < view.index("ERROR stale-guard torch.cuda.is_available") \
+        < view.index("ERROR alias-missing torch.device")
 
 
 def test_a_transformers_causal_lm_runs_on_the_fixed_demo_and_is_explained_under_the_seed_bug(tmp_path):

@@ -125,9 +125,9 @@ def _alias_cuda_to_flagos() -> None:
 
 
 def _flagos_compiler(gm, example_inputs):
-    # The demo device has no code generator: Inductor has none for ``flagos``, and a flagos
-    # tensor's data lives in a CPU tensor. Dynamo traces the graph (its guards and state
-    # saving run as for any device); the graph then runs op by op on the device's kernels.
+    # The graph op by op on the device's kernels, for graphs the demo's Inductor entries
+    # refuse (it generates no kernel: see inductor.py). Dynamo traces the graph (its guards
+    # and state saving run as for any device) whichever backend compiles it.
     return gm.forward
 
 
@@ -168,16 +168,34 @@ def _keep_device_checks(real_device, alias) -> None:
     # As torch_fl does: two torch registries compare with torch.device by identity. FX
     # emits a device constant through the ``device`` builtin, and dynamo wraps values whose
     # type is in common_constant_types; a constructed device is always the real class.
+    import copyreg
+
     from torch.fx.graph import _register_custom_builtin
 
     _register_custom_builtin("device", "from torch import device", alias)
+    # Inductor's cache key pickles the graph, which names torch.device; a local class pickles
+    # by reference to the torch.device installed, or Inductor compiles without its cache.
+    copyreg.pickle(type(alias), lambda _alias: (_installed_device, ()))
     after_import("torch._dynamo.utils", lambda utils: utils.common_constant_types.add(real_device))
 
 
+def _installed_device():
+    return torch.device
+
+
 def _register_compile_backend() -> None:
-    # Like torch_fl's compile phase: a dynamo backend named after the device.
+    # Like torch_fl's compile phase: a dynamo backend named after the device, and Inductor's
+    # codegen entries for it, so that the default backend compiles a flagos graph too.
     after_import("torch._dynamo.backends.registry",
                  lambda registry: registry.register_backend(name="flagos")(_flagos_compiler))
+    # Once Inductor's graph module is in, its wrapper and scheduler modules are too.
+    after_import("torch._inductor.graph", lambda _: _inductor_for_device())
+
+
+def _inductor_for_device() -> None:
+    from flagos_doctor.demo import inductor
+
+    inductor.register()
 
 
 _register_device()

@@ -79,12 +79,20 @@ def resolve(name: str):
 #: whose Python object must not exist yet), and the alias shares only the storage. An entry
 #: goes when its storage does (torch keeps a storage's Python object as long as the storage).
 _DATA: dict[int, torch.Tensor] = {}
+#: The tensor (its TensorImpl's address) :func:`wrap` made for each storage's data.
+_MADE: dict[int, int] = {}
+
+
+def _forget(key: int) -> None:
+    _DATA.pop(key, None)
+    _MADE.pop(key, None)
 
 
 def _remember(tensor, data) -> None:
     storage = tensor.untyped_storage()
     _DATA[storage._cdata] = data
-    weakref.finalize(storage, _DATA.pop, storage._cdata, None)
+    _MADE[storage._cdata] = tensor._cdata
+    weakref.finalize(storage, _forget, storage._cdata)
 
 
 def wrap(value):
@@ -96,6 +104,21 @@ def wrap(value):
     return value
 
 
+def _viewed(tensor, data):
+    """``data`` seen through ``tensor``'s own geometry. The data is the truth for the tensor
+    :func:`wrap` made (an ``out=`` kernel may resize the data, not the tensor) and for an
+    alias of the same geometry (detach); an alias made in C++ without dispatch (Inductor's
+    ``reinterpret_tensor``) shares the storage with a geometry of its own."""
+    made = _MADE.get(tensor.untyped_storage()._cdata) == tensor._cdata
+    if made or (tensor.shape == data.shape and tensor.storage_offset() == 0 and tensor.is_contiguous()):
+        return data
+    if not (data.is_contiguous() and data.storage_offset() == 0):
+        raise RuntimeError(f"flagos demo: cannot view data of shape {tuple(data.shape)} and strides "
+                           f"{data.stride()} as size {tuple(tensor.shape)}, strides {tensor.stride()}")
+    with _disable_current_modes():
+        return data.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
+
+
 def unwrap(value):
     if isinstance(value, torch.Tensor) and value.device.type not in ("cpu", "meta"):
         data = _DATA.get(value.untyped_storage()._cdata)
@@ -103,7 +126,7 @@ def unwrap(value):
             # A data-less flagos tensor: torch.compile's fake tensors make these while
             # tracing. Shapes and dtypes are all they need, so meta tensors serve.
             return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
-        return data
+        return _viewed(value, data)
     if isinstance(value, torch.device) and value.type != "cpu":
         return torch.device("cpu")
     return value
