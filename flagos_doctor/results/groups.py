@@ -170,16 +170,18 @@ def change_groups(cases_changed: list[dict]) -> list[dict]:
     cause on each side), regressions first, then largest first.
 
     Each: ``from``, ``to`` (``PASS``, ``absent`` or ``STATUS: signature``), ``cases``,
-    ``overloads``, ``regression`` (these cases went from PASS to something else) and
+    ``overloads``, ``regression`` (every member's change is a regression: a change the
+    native path shares is not, so it is grouped apart from the same change that is) and
     ``members`` [[overload, profile]].
     """
     found: dict = {}
     for change in cases_changed:
-        key = (_side(change.get("from")), _side(change.get("to")))
+        regression = bool(change.get("regression"))
+        key = (_side(change.get("from")), _side(change.get("to")), regression)
         group = found.get(key)
         if group is None:
             group = found[key] = {"from": key[0], "to": key[1], "cases": 0, "overloads": 0,
-                                  "regression": bool(change.get("regression")), "members": [], "_names": set()}
+                                  "regression": regression, "members": [], "_names": set()}
         group["cases"] += 1
         if change["overload"] not in group["_names"]:
             group["_names"].add(change["overload"])
