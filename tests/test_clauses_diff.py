@@ -169,3 +169,27 @@ def test_a_summary_without_the_newer_counts_is_read_from_its_cases(tmp_path, old
     rows = {r["name"]: (r["a"], r["b"]) for r in json.loads((tmp_path / "c.json").read_text())["summary"]["rows"]}
     assert rows["cases PASS"] == (2, 2) and rows["cases WRONG"] == (1, 1), done.stderr[-2000:]
     assert rows["PASS via cpu_fallback"] == (0, 0) and rows["failures the native path shares"] == (0, 0)
+
+
+def test_a_status_or_route_only_one_arm_has_counts_zero_in_the_other(tmp_path):
+    with open(SAMPLE, encoding="utf-8") as handle:
+        base = json.load(handle)
+    after = cases("PASS", "ERROR")
+    after[1]["route"] = "cpu_fallback"
+    a = results_file(tmp_path / "a.json", base, {"x": cases("PASS", "PASS"), "y": cases("INVALID_CASE")})
+    b = results_file(tmp_path / "b.json", base, {"x": after, "y": cases("PASS")})
+    done = run_cli("survey", "--compare", a, b, "--json", str(tmp_path / "c.json"), "--no-store", cwd=str(tmp_path))
+    rows = {r["name"]: (r["a"], r["b"]) for r in json.loads((tmp_path / "c.json").read_text())["summary"]["rows"]}
+    assert rows["cases ERROR"] == (0, 1) and rows["cases INVALID_CASE"] == (1, 0), done.stderr[-2000:]
+    assert rows["cases PASS"] == (2, 2) and rows["route kernel"] == (2, 2)
+    assert rows["route cpu_fallback"] == (0, 1) and rows["route -"] == (1, 0)
+
+
+def test_only_a_loud_failure_that_becomes_wrong_is_now_wrong():
+    # case_regression: ERROR, CRASH, TIMEOUT, MISSING_FUNCTION -> WRONG is a regression; a
+    # FLAKY case turned WRONG, or a WRONG case on another route, is a changed case only.
+    from flagos_doctor.compare.diff import NOW_WRONG, case_regression
+    for loud in ("ERROR", "CRASH", "TIMEOUT", "MISSING_FUNCTION"):
+        assert case_regression({"status": loud, "route": "kernel"}, {"status": "WRONG", "route": "kernel"}) == NOW_WRONG
+    assert case_regression({"status": "FLAKY", "route": "kernel"}, {"status": "WRONG", "route": "kernel"}) is None
+    assert case_regression({"status": "WRONG", "route": "kernel"}, {"status": "WRONG", "route": "cpu_fallback"}) is None
