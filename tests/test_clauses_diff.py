@@ -126,6 +126,9 @@ def test_the_counts(comparison):
     # worse, newly_failing, untested_to_failed, new_failed, case_regressed, lost_pass, better_lost_pass, other_native
     assert document["regressions"] == 8
     assert document["fixes"] == 2             # fixed, pass_with_baseline; better_lost_pass is a regression
+    # to_no_schema, to_pending, added, removed, and the same verdict with changed cases: to_flaky,
+    # native_also; lost_pass's change of verdict is a regression (it lost a PASS case), so no change
+    assert document["changes"] == 6
     assert document["unchanged"] == 1          # "same" only: to_flaky and native_also changed cases
     assert document["unsurveyed"] == 1         # PENDING in both: neither ran it
     assert done.returncode == 1                # regressions: the compare fails
@@ -193,3 +196,22 @@ def test_only_a_loud_failure_that_becomes_wrong_is_now_wrong():
         assert case_regression({"status": loud, "route": "kernel"}, {"status": "WRONG", "route": "kernel"}) == NOW_WRONG
     assert case_regression({"status": "FLAKY", "route": "kernel"}, {"status": "WRONG", "route": "kernel"}) is None
     assert case_regression({"status": "WRONG", "route": "kernel"}, {"status": "WRONG", "route": "cpu_fallback"}) is None
+
+
+@pytest.mark.parametrize("before, after, flaky_only", [
+    (("PASS", "PASS"), ("PASS", "FLAKY"), True),    # the only change: a case turned FLAKY
+    (("PASS", "FLAKY"), ("PASS", "PASS"), True),    # ... or stopped being FLAKY
+    (("PASS",), ("PASS", "PASS"), False),           # an added case (absent before) is no flake
+    (("PASS", "PASS"), ("PASS",), False),           # nor a removed one
+    (("PASS", "FLAKY"), ("WRONG", "PASS"), False),  # one change that is not FLAKY is enough
+])
+def test_flaky_only_says_every_changed_case_is_a_flake(tmp_path, before, after, flaky_only):
+    from flagos_doctor.compare.diff import compare
+    with open(SAMPLE, encoding="utf-8") as handle:
+        base = json.load(handle)
+    documents = []
+    for arm, statuses in (("a", before), ("b", after)):
+        with open(results_file(tmp_path / f"{arm}.json", base, {"x": cases(*statuses)}), encoding="utf-8") as handle:
+            documents.append(json.load(handle))
+    result = compare(*documents)
+    assert result["cases_changed"] and result["flaky_only"] is flaky_only
