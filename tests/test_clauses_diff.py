@@ -215,3 +215,19 @@ def test_flaky_only_says_every_changed_case_is_a_flake(tmp_path, before, after, 
             documents.append(json.load(handle))
     result = compare(*documents)
     assert result["cases_changed"] and result["flaky_only"] is flaky_only
+
+
+@pytest.mark.parametrize("arm", [0, 1])
+def test_a_count_one_arm_lacks_has_no_delta(tmp_path, arm):
+    # A summary row's delta is b - a only when both arms give a number.
+    from flagos_doctor.compare.diff import compare
+    with open(SAMPLE, encoding="utf-8") as handle:
+        base = json.load(handle)
+    documents = []
+    for name in "ab":
+        with open(results_file(tmp_path / f"{name}.json", base, {"x": cases("PASS")}), encoding="utf-8") as handle:
+            documents.append(json.load(handle))
+    documents[arm]["summary"].pop("strict")
+    rows = {r["name"]: r for r in compare(*documents)["summary"]["rows"]}
+    assert rows["strict"]["delta"] is None and (rows["strict"]["a"] is None) == (arm == 0)
+    assert rows["tested"]["delta"] == 0
