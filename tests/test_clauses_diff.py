@@ -231,3 +231,22 @@ def test_a_count_one_arm_lacks_has_no_delta(tmp_path, arm):
     rows = {r["name"]: r for r in compare(*documents)["summary"]["rows"]}
     assert rows["strict"]["delta"] is None and (rows["strict"]["a"] is None) == (arm == 0)
     assert rows["tested"]["delta"] == 0
+
+
+@pytest.mark.parametrize("force, other_harness, forced", [
+    (True, True, True),     # compared although the runs differ: recorded
+    (False, True, False),   # the caller refused nothing yet: not forced
+    (True, False, False),   # forcing a comparable pair forces nothing
+])
+def test_forced_records_force_only_where_the_runs_differ(tmp_path, force, other_harness, forced):
+    from flagos_doctor.compare.diff import compare
+    with open(SAMPLE, encoding="utf-8") as handle:
+        base = json.load(handle)
+    documents = []
+    for name in "ab":
+        with open(results_file(tmp_path / f"{name}.json", base, {"x": cases("PASS")}), encoding="utf-8") as handle:
+            documents.append(json.load(handle))
+    if other_harness:
+        documents[1]["provenance"]["harness_version"] = "flagos-doctor-survey/0"  # a compared field
+    result = compare(*documents, force=force)
+    assert result["comparable"] is not other_harness and result["forced"] is forced
