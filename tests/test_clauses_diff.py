@@ -250,3 +250,17 @@ def test_forced_records_force_only_where_the_runs_differ(tmp_path, force, other_
         documents[1]["provenance"]["harness_version"] = "flagos-doctor-survey/0"  # a compared field
     result = compare(*documents, force=force)
     assert result["comparable"] is not other_harness and result["forced"] is forced
+
+
+@pytest.mark.parametrize("transitions, cases_changed, census_identical, code", [
+    ([{"overload": "x"}], [], True, 1),   # a verdict differs
+    ([], [{"overload": "x"}], True, 1),   # a case differs
+    ([], [], False, 1),                   # the census differs
+    ([], [], True, 0),                    # nothing differs
+])
+def test_fail_on_any_fails_on_any_verdict_case_or_census_that_differs(transitions, cases_changed,
+                                                                       census_identical, code):
+    from flagos_doctor.compare.diff import exit_code
+    comparison = {"transitions": transitions, "cases_changed": cases_changed, "census_identical": census_identical,
+                  "regressions": 0}
+    assert exit_code(comparison, "any") == code and exit_code(comparison, "regression") == 0
