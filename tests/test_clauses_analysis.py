@@ -73,3 +73,34 @@ def test_a_bare_non_zero_exit_has_no_cause(tmp_path):
     [failure] = document["failures"]
     assert failure["kind"] != "exception" and not failure.get("traceback")
     assert document["causes"] == [] and failure["causes"] == []
+
+
+def test_an_exception_raised_from_another_is_judged_on_the_frames_of_both(tmp_path):
+    # The engine's failure shape (probe/causes.py): "causes", the chained exceptions, each with
+    # the frame it was raised at. The redirected read decided the frame of the LookupError;
+    # the RuntimeError's own traceback (<module>, run) never passes through pick.
+    script = tmp_path / "chained.py"
+    script.write_text("import torch\nimport seedreplica  # noqa: F401\n\n\ndef pick():\n"
+                      "    if torch.cuda.is_available():\n        raise LookupError('no CUDA device to pick')\n\n\n"
+                      "def run():\n    try:\n        pick()\n    except LookupError as exc:\n"
+                      "        raise RuntimeError('setup failed') from exc\n\n\nrun()\n")
+    done, document = explain(tmp_path, sys.executable, str(script))
+    [failure] = document["failures"]
+    assert "pick" not in [f["function"] for f in failure["traceback"]]
+    assert failure["raised_from"][0]["at"]["function"] == "pick"
+    [cause] = document["causes"]
+    assert cause["failure"] == failure["id"] and cause["probe"] == "torch.cuda.is_available"
+    assert cause["reader"] == {"file": "chained.py", "function": "pick", "line": 6}
+    assert cause["frame"]["line"] == 7 and done.returncode == 1
+    assert cause["id"] == 1 and failure["causes"] == [1]  # numbered from 1, as the failure names them
+
+
+def test_a_forged_final_record_without_facts_is_a_run_without_decisions(tmp_path):
+    # The program's side of the channel is the program's to write: a final record whose facts
+    # is null (no decisions) is still explained, never a traceback of explain's own.
+    out = tmp_path / "explain.json"
+    done = run_cli("explain", "--json", str(out), "--", sys.executable, os.path.join(FIXTURES, "explain",
+                   "forges_a_record.py"), '{"record": "final", "facts": null}', cwd=str(tmp_path))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    document = json.loads(out.read_text())
+    assert document["facts"] is None and document["failures"] == [] and document["causes"] == []

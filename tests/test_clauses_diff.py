@@ -126,6 +126,9 @@ def test_the_counts(comparison):
     # worse, newly_failing, untested_to_failed, new_failed, case_regressed, lost_pass, better_lost_pass, other_native
     assert document["regressions"] == 8
     assert document["fixes"] == 2             # fixed, pass_with_baseline; better_lost_pass is a regression
+    # to_no_schema, to_pending, added, removed, and the same verdict with changed cases: to_flaky,
+    # native_also; lost_pass's change of verdict is a regression (it lost a PASS case), so no change
+    assert document["changes"] == 6
     assert document["unchanged"] == 1          # "same" only: to_flaky and native_also changed cases
     assert document["unsurveyed"] == 1         # PENDING in both: neither ran it
     assert done.returncode == 1                # regressions: the compare fails
@@ -169,3 +172,95 @@ def test_a_summary_without_the_newer_counts_is_read_from_its_cases(tmp_path, old
     rows = {r["name"]: (r["a"], r["b"]) for r in json.loads((tmp_path / "c.json").read_text())["summary"]["rows"]}
     assert rows["cases PASS"] == (2, 2) and rows["cases WRONG"] == (1, 1), done.stderr[-2000:]
     assert rows["PASS via cpu_fallback"] == (0, 0) and rows["failures the native path shares"] == (0, 0)
+
+
+def test_a_status_or_route_only_one_arm_has_counts_zero_in_the_other(tmp_path):
+    with open(SAMPLE, encoding="utf-8") as handle:
+        base = json.load(handle)
+    after = cases("PASS", "ERROR")
+    after[1]["route"] = "cpu_fallback"
+    a = results_file(tmp_path / "a.json", base, {"x": cases("PASS", "PASS"), "y": cases("INVALID_CASE")})
+    b = results_file(tmp_path / "b.json", base, {"x": after, "y": cases("PASS")})
+    done = run_cli("survey", "--compare", a, b, "--json", str(tmp_path / "c.json"), "--no-store", cwd=str(tmp_path))
+    rows = {r["name"]: (r["a"], r["b"]) for r in json.loads((tmp_path / "c.json").read_text())["summary"]["rows"]}
+    assert rows["cases ERROR"] == (0, 1) and rows["cases INVALID_CASE"] == (1, 0), done.stderr[-2000:]
+    assert rows["cases PASS"] == (2, 2) and rows["route kernel"] == (2, 2)
+    assert rows["route cpu_fallback"] == (0, 1) and rows["route -"] == (1, 0)
+
+
+def test_only_a_loud_failure_that_becomes_wrong_is_now_wrong():
+    # case_regression: ERROR, CRASH, TIMEOUT, MISSING_FUNCTION -> WRONG is a regression; a
+    # FLAKY case turned WRONG, or a WRONG case on another route, is a changed case only.
+    from flagos_doctor.compare.diff import NOW_WRONG, case_regression
+    for loud in ("ERROR", "CRASH", "TIMEOUT", "MISSING_FUNCTION"):
+        assert case_regression({"status": loud, "route": "kernel"}, {"status": "WRONG", "route": "kernel"}) == NOW_WRONG
+    assert case_regression({"status": "FLAKY", "route": "kernel"}, {"status": "WRONG", "route": "kernel"}) is None
+    assert case_regression({"status": "WRONG", "route": "kernel"}, {"status": "WRONG", "route": "cpu_fallback"}) is None
+
+
+@pytest.mark.parametrize("before, after, flaky_only", [
+    (("PASS", "PASS"), ("PASS", "FLAKY"), True),    # the only change: a case turned FLAKY
+    (("PASS", "FLAKY"), ("PASS", "PASS"), True),    # ... or stopped being FLAKY
+    (("PASS",), ("PASS", "PASS"), False),           # an added case (absent before) is no flake
+    (("PASS", "PASS"), ("PASS",), False),           # nor a removed one
+    (("PASS", "FLAKY"), ("WRONG", "PASS"), False),  # one change that is not FLAKY is enough
+])
+def test_flaky_only_says_every_changed_case_is_a_flake(tmp_path, before, after, flaky_only):
+    from flagos_doctor.compare.diff import compare
+    with open(SAMPLE, encoding="utf-8") as handle:
+        base = json.load(handle)
+    documents = []
+    for arm, statuses in (("a", before), ("b", after)):
+        with open(results_file(tmp_path / f"{arm}.json", base, {"x": cases(*statuses)}), encoding="utf-8") as handle:
+            documents.append(json.load(handle))
+    result = compare(*documents)
+    assert result["cases_changed"] and result["flaky_only"] is flaky_only
+
+
+@pytest.mark.parametrize("arm", [0, 1])
+def test_a_count_one_arm_lacks_has_no_delta(tmp_path, arm):
+    # A summary row's delta is b - a only when both arms give a number.
+    from flagos_doctor.compare.diff import compare
+    with open(SAMPLE, encoding="utf-8") as handle:
+        base = json.load(handle)
+    documents = []
+    for name in "ab":
+        with open(results_file(tmp_path / f"{name}.json", base, {"x": cases("PASS")}), encoding="utf-8") as handle:
+            documents.append(json.load(handle))
+    documents[arm]["summary"].pop("strict")
+    rows = {r["name"]: r for r in compare(*documents)["summary"]["rows"]}
+    assert rows["strict"]["delta"] is None and (rows["strict"]["a"] is None) == (arm == 0)
+    assert rows["tested"]["delta"] == 0
+
+
+@pytest.mark.parametrize("force, other_harness, forced", [
+    (True, True, True),     # compared although the runs differ: recorded
+    (False, True, False),   # the caller refused nothing yet: not forced
+    (True, False, False),   # forcing a comparable pair forces nothing
+])
+def test_forced_records_force_only_where_the_runs_differ(tmp_path, force, other_harness, forced):
+    from flagos_doctor.compare.diff import compare
+    with open(SAMPLE, encoding="utf-8") as handle:
+        base = json.load(handle)
+    documents = []
+    for name in "ab":
+        with open(results_file(tmp_path / f"{name}.json", base, {"x": cases("PASS")}), encoding="utf-8") as handle:
+            documents.append(json.load(handle))
+    if other_harness:
+        documents[1]["provenance"]["harness_version"] = "flagos-doctor-survey/0"  # a compared field
+    result = compare(*documents, force=force)
+    assert result["comparable"] is not other_harness and result["forced"] is forced
+
+
+@pytest.mark.parametrize("transitions, cases_changed, census_identical, code", [
+    ([{"overload": "x"}], [], True, 1),   # a verdict differs
+    ([], [{"overload": "x"}], True, 1),   # a case differs
+    ([], [], False, 1),                   # the census differs
+    ([], [], True, 0),                    # nothing differs
+])
+def test_fail_on_any_fails_on_any_verdict_case_or_census_that_differs(transitions, cases_changed,
+                                                                       census_identical, code):
+    from flagos_doctor.compare.diff import exit_code
+    comparison = {"transitions": transitions, "cases_changed": cases_changed, "census_identical": census_identical,
+                  "regressions": 0}
+    assert exit_code(comparison, "any") == code and exit_code(comparison, "regression") == 0

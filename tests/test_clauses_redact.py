@@ -192,3 +192,17 @@ def test_a_url_password_in_the_environment_is_learnt_as_a_secret_value():
 
 def test_keys_that_are_not_text_are_kept():
     assert redact.scrub({1: "a", 2: ["abcdefg"]}, ["abcdefg"]) == {1: "a", 2: ["<redacted>"]}
+
+
+def test_secret_arguments_are_the_values_of_secret_named_options():
+    # secret_arguments: --api-key VALUE, --token=VALUE, -password VALUE (the option's name says
+    # secret, as a variable's would); values shorter than MIN_SECRET are no secret.
+    argv = ["python", "train.py", "--api-key", "k3y-abcd", "--model", "gpt2", "--token=tok-1234",
+            "-password", "pw-4567", "--auth-token", "abc", "--token=", "--passthrough", "value-1",
+            "--lr=0.125", "-", "7", 7, "--secret", 42, "--api-token"]
+    assert redact.secret_arguments(argv) == ["k3y-abcd", "tok-1234", "pw-4567"]
+    assert redact.secret_arguments(["--api-key"]) == [] and redact.secret_arguments([]) == []
+    assert redact.secret_arguments(["--api-key", "k3y-abcd"]) == ["k3y-abcd"]  # the value last
+    # Only an option's name counts: a positional word that says secret names no value.
+    assert redact.secret_arguments(["login", "api_token", "visible-word"]) == []
+    assert len("abc") < redact.MIN_SECRET <= len("gpt2")
