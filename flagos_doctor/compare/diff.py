@@ -37,7 +37,8 @@ Rules (the survey's words, :mod:`flagos_doctor.results.model`):
   values``: an error the user saw became a silent wrong answer);
 * it is *fixed* when its verdict got better (and is not FAILED);
 * any other verdict change (to or from NO_SCHEMA, PENDING, or an overload present in one
-  arm only) is a plain *change*, and so is an overload whose verdict is the same but whose
+  arm only) is a plain *change*, unless a case of it lost a PASS (above: a PASS case gone
+  from B, the overload NO_SCHEMA or unsurveyed there, is a lost PASS); so is an overload whose verdict is the same but whose
   cases changed (an ERROR of another cause, WRONG to ERROR, a WRONG case now passing): no
   changed case goes uncounted.
 

@@ -23,7 +23,7 @@ order. The engine uses:
 
 ``failure``: ``{"error": "AssertionError: Torch not compiled with CUDA enabled",
 "traceback": [{"file", "line", "function"}, ...]`` (outermost first, as Python prints it),
-and optionally ``"type"`` (the exception's class name; else read from ``error``),
+and optionally (a ``"type"`` beside them is not read: the class is in ``error``)
 ``"what"`` (what failed, for the sentence: ``"torch.compile"``, ``"import torch_fl"``),
 ``"step"`` (only reads recorded in that step count; none: every read) and ``"causes"``
 (chained exceptions, each ``{"error", "at": frame}``)}.
