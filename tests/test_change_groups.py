@@ -38,3 +38,18 @@ def test_a_change_the_native_path_shares_is_grouped_apart_from_the_same_change_t
     assert [(g["regression"], g["members"]) for g in groups] == [(True, [["abs", "2d-f32"]]),
                                                                 (False, [["neg", "2d-f32"]])]
     assert groups[0]["from"] == groups[1]["from"] and groups[0]["to"] == groups[1]["to"]
+
+
+def test_a_verdict_change_to_no_schema_or_pending_that_loses_a_pass_case_is_a_regression():
+    # compare/diff.py: any other verdict change is a plain change, unless a case of it lost
+    # a PASS; an overload gone NO_SCHEMA (or not surveyed) in B lost its PASS cases.
+    before = _doc({"abs": [_case("2d-f32", model.PASS)], "neg": [_case("2d-f32", model.ERROR)]})
+    for gone in ({"verdict": model.NO_SCHEMA, "cases": [{"profile": "-", "status": model.NO_SCHEMA,
+                                                         "route": "none", "detail": "no schema"}]},
+                 {"verdict": model.PENDING, "cases": []}):
+        after = {"overloads": {"abs": dict(gone), "neg": dict(gone)}}
+        result = compare(before, after)
+        kinds = {t["overload"]: (t["kind"], t["mark"]) for t in result["transitions"]}
+        assert kinds["abs"] == ("regression", "changed, lost a PASS case")
+        assert kinds["neg"] == ("change", "changed")  # it had no PASS to lose
+        assert result["regressed_overloads"] == ["abs"]
