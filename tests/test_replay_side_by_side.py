@@ -226,6 +226,12 @@ def test_workers_started_ahead_have_run_nothing_and_serve_the_pool_and_the_repla
     assert reserve.figures()["taken"] == 3 and reserve.take() is None  # none left, none starting
     first.close()
     reserve.close()
+    # keep() tops a reserve up as workers are taken, never past what the machine holds
+    capped = Reserve(config, "capped")
+    capped.most_kept = 1
+    capped.keep(4)
+    assert capped.figures()["started"] == 1
+    capped.close()
     # each worker's starting thread lives until the reserve closes (PR_SET_PDEATHSIG): a
     # worker still held when it closes ends with that thread, never outliving the survey
     held = Reserve(config, "held")

@@ -68,7 +68,7 @@ class Reserve:
         started while this one runs)."""
         with self._lock:
             self._kept = min(count, self.most_kept)
-            short = count - len(self._ready) - self._starting
+            short = self._kept - len(self._ready) - self._starting
         self.add(short)
 
     def _hold(self, slot: int) -> None:
