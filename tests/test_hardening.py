@@ -469,7 +469,8 @@ def test_what_a_killed_survey_left_behind_is_cleaned_at_the_next_start(tmp_path)
     pid = int(detached.read_text())
     try:
         left = [name for name in os.listdir(scratch_root) if name.startswith("flagos-survey-")]
-        assert _alive(pid) and len(left) == 1  # what kill -9 leaves
+        # what kill -9 leaves: the pool's folder, and those of the workers it had started ahead
+        assert _alive(pid) and len(left) >= 1
         done = subprocess.run([sys.executable, "-m", "flagos_doctor", "survey", "--stack", "demo", "--conf", "neg.conf",
                                "--no-store", "-o", "again.json", "-q"], cwd=str(tmp_path), env=env,
                               capture_output=True, text=True, timeout=300)
@@ -482,7 +483,7 @@ def test_what_a_killed_survey_left_behind_is_cleaned_at_the_next_start(tmp_path)
     run = json.loads((tmp_path / "again.json").read_text())["provenance"]["runs"][-1]
     # The detached sleeper at least (checked dead above); any other orphan of the killed
     # survey that still carried the mark (a helper child it had started) goes too.
-    assert run["leftovers_cleaned"]["folders"] == 1 and run["leftovers_cleaned"]["processes"] >= 1
+    assert run["leftovers_cleaned"]["folders"] == len(left) and run["leftovers_cleaned"]["processes"] >= 1
 
 
 def test_a_large_route_set_rewrites_the_results_file_a_bounded_number_of_times(tmp_path):

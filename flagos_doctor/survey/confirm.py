@@ -269,7 +269,6 @@ def confirm(config: WorkerConfig, workers: int, record: ResultsFile, *, repeats:
     def ended(index: int, outcome: tuple) -> None:
         ended_at[index] = round(time.monotonic() - clock, 1)
         applier(index, outcome)
-    shares_first = min(len(passes), max(1, workers))
     try:
         _run_concurrently(passes, workers, note, ended, starting)
         done: dict = {"repeats": rep_figures}
@@ -284,13 +283,20 @@ def confirm(config: WorkerConfig, workers: int, record: ResultsFile, *, repeats:
         ahead.close()
     if baseline_label:
         done["baseline"] = {"label": baseline_label, **base_figures}
-    done["passes"] = {"count": len(passes), "at_once": shares_first if passes else 0, "workers": workers,
+    done["passes"] = {"count": len(passes), "at_once": min(len(passes), max(1, workers)), "workers": workers,
                       "ended_s": ended_at}
+    return {**done, **_timing_figures(clock, tracer, ahead)}
+
+
+def _timing_figures(clock: float, tracer: "replay.Ahead", ahead: "Prestart") -> dict:
+    """When the replays started ahead ran and what the workers started ahead did, seconds
+    into the confirmation (``clock``): the figures to tune the confirmation by."""
+    figures: dict = {}
     if tracer.spans:
-        done["replay_ahead_s"] = [[round(a - clock, 1), round(b - clock, 1)] for a, b in tracer.spans]
-    done["ahead"] = ahead.figures()
-    done["seconds"] = round(time.monotonic() - clock, 3)
-    return done
+        figures["replay_ahead_s"] = [[round(a - clock, 1), round(b - clock, 1)] for a, b in tracer.spans]
+    figures["ahead"] = ahead.figures()
+    figures["seconds"] = round(time.monotonic() - clock, 3)
+    return figures
 
 
 def native_config(config: WorkerConfig, overloads: list[str], native_route: str | None) -> WorkerConfig:
