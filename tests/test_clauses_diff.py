@@ -236,6 +236,7 @@ def test_a_count_one_arm_lacks_has_no_delta(tmp_path, arm):
 @pytest.mark.parametrize("force, other_harness, forced", [
     (True, True, True),     # compared although the runs differ: recorded
     (False, True, False),   # the caller refused nothing yet: not forced
+    (None, True, False),    # not asked (the default): not forced
     (True, False, False),   # forcing a comparable pair forces nothing
 ])
 def test_forced_records_force_only_where_the_runs_differ(tmp_path, force, other_harness, forced):
@@ -248,7 +249,7 @@ def test_forced_records_force_only_where_the_runs_differ(tmp_path, force, other_
             documents.append(json.load(handle))
     if other_harness:
         documents[1]["provenance"]["harness_version"] = "flagos-doctor-survey/0"  # a compared field
-    result = compare(*documents, force=force)
+    result = compare(*documents, **({} if force is None else {"force": force}))
     assert result["comparable"] is not other_harness and result["forced"] is forced
 
 
@@ -264,3 +265,69 @@ def test_fail_on_any_fails_on_any_verdict_case_or_census_that_differs(transition
     comparison = {"transitions": transitions, "cases_changed": cases_changed, "census_identical": census_identical,
                   "regressions": 0}
     assert exit_code(comparison, "any") == code and exit_code(comparison, "regression") == 0
+
+
+def checked_pair(tmp_path, before: dict, after: dict) -> list[dict]:
+    """Two results files of these overloads, written and read back as the compare reads them."""
+    from flagos_doctor.results import document
+    with open(SAMPLE, encoding="utf-8") as handle:
+        base = json.load(handle)
+    return [document.load(results_file(tmp_path / f"{arm}.json", base, overloads))
+            for arm, overloads in (("a", before), ("b", after))]
+
+
+def test_census_identical_needs_both_digests_present_and_equal(tmp_path):
+    from flagos_doctor.compare.diff import compare
+    a, b = checked_pair(tmp_path, {"x": cases("PASS")}, {"x": cases("PASS")})
+    assert compare(a, b)["census_identical"] is True
+    for document in (a, b):
+        document["census_sha256"] = None  # equal, but there is nothing to compare
+    assert compare(a, b)["census_identical"] is False
+
+
+def test_flaky_only_needs_a_changed_case(tmp_path):
+    from flagos_doctor.compare.diff import compare
+    result = compare(*checked_pair(tmp_path, {"x": cases("PASS")}, {"x": cases("PASS")}))
+    assert result["cases_changed"] == [] and result["flaky_only"] is False
+
+
+def test_only_a_failure_of_another_cause_is_a_changed_case_at_the_same_status(tmp_path):
+    # An ERROR with another message changed (its cause did); a FLAKY or INVALID_CASE case
+    # whose detail differs did not: the status is the whole of what those say.
+    from flagos_doctor.compare.diff import compare
+    before, after = cases("ERROR", "FLAKY", "INVALID_CASE"), cases("ERROR", "FLAKY", "INVALID_CASE")
+    for case in after:
+        case["detail"] = "another " + case["detail"]
+    result = compare(*checked_pair(tmp_path, {"x": before}, {"x": after}))
+    assert [(c["profile"], c["from"]["cause"], c["to"]["cause"]) for c in result["cases_changed"]] == [
+        ("p0", "error detail", "another error detail")]
+
+
+def test_a_file_that_leaves_out_an_empty_case_list_compares(tmp_path):
+    # "cases" absent reads as no cases: an overload finished with none (UNTESTED) in both
+    # arms is unchanged (it was measured), not unsurveyed (that is PENDING in both).
+    from flagos_doctor.compare.diff import compare
+    a, b = checked_pair(tmp_path, {"x": [], "y": cases("PASS"), "z": None}, {"x": [], "y": cases("PASS"), "z": None})
+    for document in (a, b):
+        for entry in document["overloads"].values():
+            if not entry["cases"]:
+                del entry["cases"]
+    result = compare(a, b)
+    assert (result["unchanged"], result["unsurveyed"], result["cases_changed"]) == (2, 1, [])
+    rows = {r["name"]: (r["a"], r["b"]) for r in result["summary"]["rows"]}
+    assert rows["cases"] == (1, 1) and rows["verdict UNTESTED"] == (1, 1) and rows["verdict PENDING"] == (1, 1)
+
+
+def test_why_an_overload_changed_in_words(comparison, tmp_path):
+    from flagos_doctor.compare.diff import compare, why_changed
+    document = comparison[1]
+    # a verdict transition, an arm without the overload called absent
+    assert why_changed(document, "removed") == "FAILED -> absent, removed"
+    assert why_changed(document, "added") == "absent -> STRICT, added"
+    # the same verdict: its changed cases, counted by move, a case one arm lacks called absent
+    grown = compare(*checked_pair(tmp_path, {"x": cases("PASS")}, {"x": cases("PASS", "PASS", "PASS")}))
+    assert why_changed(grown, "x") == "2 cases absent -> PASS"
+    shrunk = compare(*checked_pair(tmp_path, {"x": cases("PASS", "PASS")}, {"x": cases("PASS")}))
+    assert why_changed(shrunk, "x") == "1 case PASS -> absent: lost a PASS case"
+    # a comparison from a vendor's artifact that carries no lists (an older or cut file): no words, no crash
+    assert why_changed({"regressed_overloads": ["x"]}, "x") == ""

@@ -121,3 +121,6 @@ def test_overloads_verdicts_and_cases(tmp_path, sample):
     assert says == f"field 'overloads.{name}.cases[0].route' is 1, expected a string"
     says, name = with_(lambda d, n, e: e.__setitem__("partial_cases", [{"profile": "x", "status": "NOPE"}]))
     assert says.startswith(f"field 'overloads.{name}.partial_cases[0].status' is 'NOPE', not a case status")
+    says, name = with_(lambda d, n, e: e.__setitem__("verdict", "PENDING"))
+    assert says == (f"field 'overloads.{name}.cases' holds {len(first(sample)[1]['cases'])} cases of a PENDING "
+                    "overload (the cases of an unfinished one are its partial_cases)")

@@ -285,6 +285,7 @@ def test_confirmation_passes_at_once_give_the_census_of_passes_in_turn(tmp_path)
     assert cases[("ceil", "2d-f32")] == (model.WRONG, [model.WRONG] * 3, {"status": model.WRONG, "detail": cases[("ceil", "2d-f32")][2]["detail"]})
     assert cases[("floor", "1d-f32")][1:] == ([model.WRONG] * 3, {"status": model.PASS, "detail": ""})
     assert in_turn[3]["native_also"] == 2
+
     def passes(figures):  # when each pass ended is timing; how many there were and how, is not
         shape = dict(figures["passes"])
         ended = shape.pop("ended_s")

@@ -85,8 +85,8 @@ def _sticky_traced(arm: str, overloads: dict) -> list[dict]:
     """The cases of one arm whose first run another case poisoned (``poisoned_by``)."""
     return [{"arm": arm, "overload": name, "profile": case.get("profile"), "status": case.get("status"),
              "poisoned_by": case["poisoned_by"]}
-            for name, entry in sorted(overloads.items()) for case in (entry or {}).get("cases") or []
-            if isinstance(case, dict) and isinstance(case.get("poisoned_by"), dict)]
+            for name, entry in sorted(overloads.items()) for case in entry.get("cases", [])
+            if isinstance(case.get("poisoned_by"), dict)]
 
 
 def case_text(view: dict | None) -> str:
@@ -148,20 +148,23 @@ def classify(before: str | None, after: str | None) -> tuple[str, str]:
 
 
 def _census_counts(document: dict) -> dict:
-    """Case counts by status and by route, from the cases themselves."""
+    """Overload counts by verdict, case counts by status and by route, from the overloads
+    and cases themselves (an older summary lacks some; a checked one agrees)."""
+    verdicts: dict = {}
     statuses: dict = {}
     routes: dict = {}
     cases = 0
-    for entry in (document.get("overloads") or {}).values():
-        for case in (entry or {}).get("cases") or []:
+    for entry in document["overloads"].values():
+        verdicts[entry["verdict"]] = verdicts.get(entry["verdict"], 0) + 1
+        for case in entry.get("cases", []):  # a file may leave an empty list out
             cases += 1
             statuses[case.get("status")] = statuses.get(case.get("status"), 0) + 1
             routes[case.get("route")] = routes.get(case.get("route"), 0) + 1
-    return {"cases": cases, "statuses": statuses, "routes": routes}
+    return {"verdicts": verdicts, "cases": cases, "statuses": statuses, "routes": routes}
 
 
 def _summary_rows(a: dict, b: dict) -> dict:
-    sa, sb = a.get("summary") or {}, b.get("summary") or {}
+    sa, sb = a.get("summary", {}), b.get("summary", {})  # a checked file has one; a caller's document may not
     ca, cb = _census_counts(a), _census_counts(b)
     rows = []
 
@@ -171,12 +174,11 @@ def _summary_rows(a: dict, b: dict) -> dict:
 
     for key in ("registered", "tested", "basic", "strict"):
         row(key, sa.get(key), sb.get(key))
-    va_verdicts, vb_verdicts = sa.get("verdicts") or {}, sb.get("verdicts") or {}
-    for verdict in list(VERDICTS) + sorted((set(va_verdicts) | set(vb_verdicts)) - set(VERDICTS)):
+    va_verdicts, vb_verdicts = ca["verdicts"], cb["verdicts"]
+    for verdict in VERDICTS:  # a checked file has no other
         row(f"verdict {verdict}", va_verdicts.get(verdict, 0), vb_verdicts.get(verdict, 0))
     row("cases", ca["cases"], cb["cases"])
-    st_a = sa.get("statuses") or ca["statuses"]
-    st_b = sb.get("statuses") or cb["statuses"]
+    st_a, st_b = ca["statuses"], cb["statuses"]
     for status in sorted(set(st_a) | set(st_b), key=str):
         row(f"cases {status}", st_a.get(status, 0), st_b.get(status, 0))
     for route in sorted(set(ca["routes"]) | set(cb["routes"]), key=str):
@@ -228,7 +230,7 @@ class _Tally:
     def case(self, name: str, profile, case_a: dict | None, case_b: dict | None) -> bool:
         """Record one case's change; False when it did not change."""
         view_a, view_b = _case_view(case_a), _case_view(case_b)
-        if view_a == view_b and view_a is not None and view_a["status"] in LOUD_FAILURES + (WRONG,):
+        if view_a == view_b and view_a["status"] in LOUD_FAILURES + (WRONG,):  # never both absent
             cause_a, cause_b = groups.signature(case_a), groups.signature(case_b)
             if cause_a != cause_b:  # the same status of another cause: a changed failure, shown with its causes
                 view_a, view_b = {**view_a, "cause": cause_a}, {**view_b, "cause": cause_b}
@@ -264,8 +266,7 @@ def compare(a: dict, b: dict, *, label_a: str = "A", label_b: str = "B", force: 
     (``comparable`` and ``differences`` say why); ``force`` is only recorded.
     """
     diffs = differences(a, b)
-    over_a = a.get("overloads") or {}
-    over_b = b.get("overloads") or {}
+    over_a, over_b = a["overloads"], b["overloads"]
     tally = _Tally()
     for name in sorted(set(over_a) | set(over_b)):
         tally.overload(name, over_a.get(name), over_b.get(name))

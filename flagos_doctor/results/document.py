@@ -157,8 +157,9 @@ def check(document: dict, where: str) -> dict:
 
     Raises BadInput naming the file and the first field at fault: another or a newer
     schema, overloads that are not objects, a verdict or status that is not one of the
-    survey's words, ``cases`` that are not a list of cases (:func:`.case.check`), a
-    verdict or summary figure that its cases do not give.
+    survey's words, ``cases`` that are not a list of cases (:func:`.case.check`), cases of
+    a PENDING overload (it has none: what ran so far is ``partial_cases``), a verdict or
+    summary figure that its cases do not give.
     """
     schema = document.get("schema")
     if schema != model.RESULTS_SCHEMA:
@@ -178,6 +179,9 @@ def check(document: dict, where: str) -> dict:
         if entry.get("verdict") not in model.VERDICTS:
             raise BadInput(f"field '{field}.verdict' is {entry.get('verdict')!r}, not a verdict ({', '.join(model.VERDICTS)})", where)
         _check_cases(entry.get("cases", []), where, f"{field}.cases")
+        if entry["verdict"] == model.PENDING and entry.get("cases"):
+            raise BadInput(f"field '{field}.cases' holds {len(entry['cases'])} cases of a PENDING overload "
+                           "(the cases of an unfinished one are its partial_cases)", where)
         if "partial_cases" in entry:
             _check_cases(entry["partial_cases"], where, f"{field}.partial_cases")
     _check_verdicts(document, where)
