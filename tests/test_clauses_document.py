@@ -5,6 +5,7 @@ naming the file and the first field at fault, exit 2, before any work."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 
@@ -124,3 +125,39 @@ def test_overloads_verdicts_and_cases(tmp_path, sample):
     says, name = with_(lambda d, n, e: e.__setitem__("verdict", "PENDING"))
     assert says == (f"field 'overloads.{name}.cases' holds {len(first(sample)[1]['cases'])} cases of a PENDING "
                     "overload (the cases of an unfinished one are its partial_cases)")
+
+
+def test_build_makes_the_document_from_the_case_records():
+    # document.build's clauses: every route in the route set's order; a finished overload's
+    # verdict from its cases, in its spec's profile order (others after, by name), with when
+    # it was measured and its profiles where known; an unfinished one PENDING with no cases,
+    # what ran of it as partial_cases (in order, with its profiles); complete when all
+    # finished; summary and census of the finished ones only.
+    from flagos_doctor.results import census, document, verdicts
+
+    def case(profile, status="PASS"):
+        return {"profile": profile, "status": status, "route": "kernel", "detail": ""}
+
+    finished = {"abs": [case("z"), case("2d", "WRONG"), case("1d"), case("a")], "neg": [case("1d")]}
+    partial = {"ceil": [case("2d"), case("1d")], "floor": []}
+    profiles = {"abs": ["1d", "2d"], "ceil": ["1d", "2d"], "floor": ["1d"], "neg": ["1d"]}
+    routes = ["neg", "floor", "ceil", "abs"]
+    built = document.build({"stack": "demo"}, {"harness_version": "x"}, routes, finished, partial, profiles,
+                           {"abs": "2026-12-03T00:00:00"})
+    assert list(built["overloads"]) == routes and built["routes"] == routes and built["complete"] is False
+    assert [c["profile"] for c in built["overloads"]["abs"]["cases"]] == ["1d", "2d", "a", "z"]
+    assert built["overloads"]["abs"] == {"verdict": "BASIC_ONLY", "cases": built["overloads"]["abs"]["cases"],
+                                         "measured": "2026-12-03T00:00:00", "profiles": ["1d", "2d"]}
+    assert built["overloads"]["neg"] == {"verdict": "STRICT", "cases": [case("1d")], "profiles": ["1d"]}
+    assert built["overloads"]["ceil"] == {"verdict": "PENDING", "cases": [], "partial_cases": [case("1d"), case("2d")],
+                                          "profiles": ["1d", "2d"]}
+    assert built["overloads"]["floor"] == {"verdict": "PENDING", "cases": []}  # nothing ran: no partial list
+    done = {name: {"cases": built["overloads"][name]["cases"]} for name in ("abs", "neg")}
+    assert built["summary"] == verdicts.summarize(routes, done) and built["summary"]["verdicts"]["PENDING"] == 2
+    assert built["census_sha256"] == census.census_sha256(census.census_text(done))
+    assert [group["members"] for group in built["failure_groups"]] == [[["abs", "2d"]]]
+    # the optional inputs left out: no profiles, no measured, nothing partial; all finished: complete
+    plain = document.build({}, {}, ["neg"], {"neg": [case("b"), case("a")]})
+    assert plain["overloads"] == {"neg": {"verdict": "STRICT", "cases": [case("a"), case("b")]}} and plain["complete"]
+    # a spec's digest does not depend on the order its keys were written in
+    assert document.spec_sha256({"b": [2], "a": 1}) == hashlib.sha256(b'{"a": 1, "b": [2]}').hexdigest()

@@ -1,0 +1,181 @@
+"""ResultsFile's clauses (flagos_doctor/results/resultsfile.py), on the class itself: what
+confirm and replay record is kept once checkpointed (and why the checkpoint is needed), a
+resume keeps what ran and says what remains, a --rerun drop, another setup refused where it
+was found, the compaction rate, when the journal goes, a secret scrubbed before it is
+journalled. The SIGKILL promise itself is tests/test_clauses_journal.py's."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import REPO_ROOT  # noqa: F401  (conftest puts this checkout first on PYTHONPATH)
+
+
+SETUP = {"harness_version": "flagos-doctor-survey/test", "stack": "demo"}
+
+
+def case(profile: str, status: str = "PASS", detail: str = "") -> dict:
+    return {"profile": profile, "status": status, "route": "kernel", "detail": detail}
+
+
+def opened(tmp_path, routes=("abs", "neg"), setup=SETUP):
+    """A ResultsFile for r.json as a survey opens it: what an earlier run left loaded, then
+    a fresh results file and journal started."""
+    from flagos_doctor.results.resultsfile import ResultsFile
+    record = ResultsFile(str(tmp_path / "r.json"), setup, list(routes))
+    record.load()
+    record.start()
+    return record
+
+
+def test_what_confirm_and_replay_record_is_kept_once_checkpointed(tmp_path):
+    # A kill after the confirmation: the results file holds what it found, and the journal,
+    # restarted by checkpoint(), does not undo it when the next run replays it.
+    record = opened(tmp_path)
+    record.record_profiles("abs", ["1d", "2d"])
+    record.record_case("abs", case("1d", "ERROR", "boom"))
+    record.record_case("abs", case("2d", "WRONG", "max diff 1"))
+    record.record_end("abs")
+    record.checkpoint()
+    first, second = record.finished["abs"]
+    assert record.record_repeat(first, "ERROR", {"detail": "boom"}) == ["ERROR", "ERROR"]
+    record.record_repeat(first, "PASS", {})
+    record.record_flaky(first)
+    record.record_baseline(second, "WRONG", "native too")
+    record.record_replay(second, 3, 41, True, known=True)
+    assert record.record_settled(second, "PASS", "") is True and record.record_settled(second, "PASS", "") is False
+    record.record_poisoned_by(second, {"overload": "neg", "profile": "1d"})
+    record.record_poisoned(first, ["neg", "1d"])
+    record.save()  # as confirm does; then SIGKILL: no close()
+    again = opened(tmp_path)
+    first, second = again.finished["abs"]
+    assert (first["status"], first["repeats"], first["repeat_details"], first["poisoned"]) == (
+        "FLAKY", ["ERROR", "ERROR", "PASS"], [{"detail": "boom"}, {}], [["neg", "1d"]])
+    assert first["detail"] == "boom"  # a FLAKY case keeps its first run's detail
+    assert second["baseline"] == {"status": "WRONG", "detail": "native too"}
+    assert second["replay"] == {"runs": 3, "cases": 41, "came_back": True, "known": True}
+    assert (second["status"], second["first_run"]) == ("PASS", {"status": "WRONG", "detail": "max diff 1"})
+    assert second["poisoned_by"] == {"overload": "neg", "profile": "1d"}
+    record.record_replay(second, 1, 1, False)  # not known: no such key
+    assert second["replay"] == {"runs": 1, "cases": 1, "came_back": False}
+
+
+def test_without_the_checkpoint_a_replayed_journal_would_undo_them(tmp_path):
+    # Why checkpoint() exists: the journal's case lines are the main run's, and a replay
+    # puts them back over what the results file holds.
+    record = opened(tmp_path)
+    record.record_case("abs", case("1d", "ERROR", "boom"))
+    record.record_end("abs")
+    record.record_settled(record.finished["abs"][0], "PASS", "")
+    record.save()
+    assert opened(tmp_path).finished["abs"][0]["status"] == "ERROR"
+
+
+def test_a_resume_keeps_what_ran_and_says_what_remains(tmp_path):
+    record = opened(tmp_path, routes=("abs", "neg", "ceil"))
+    record.record_profiles("abs", ["1d"])
+    record.record_case("abs", case("1d"))
+    record.record_end("abs")
+    record.record_profiles("neg", ["1d", "2d", "3d"])
+    record.record_case("neg", case("2d", "ERROR"))
+    record.record_case("neg", case("2d"))  # the same profile again: the later record wins
+    record._append({"kind": "profiles", "overload": "ceil", "profiles": ["1d"]})
+    # killed here; the next run opens it
+    again = opened(tmp_path, routes=("abs", "neg", "ceil"))
+    assert again.finished == {"abs": [case("1d")]} and again.partial == {"neg": [case("2d")]}
+    assert again.remaining_profiles("neg") == ["1d", "3d"]
+    assert again.remaining_profiles("ceil") is None and again.remaining_profiles("abs") is None
+    # the fresh journal holds the partial overload (its profiles and cases) behind a header
+    lines = [json.loads(line) for line in open(again.path, encoding="utf-8")]
+    assert [line["kind"] for line in lines] == ["header", "profiles", "case"]
+    assert lines[0]["comparable"] == SETUP and lines[1]["profiles"] == ["1d", "2d", "3d"]
+    document = json.loads(open(again.output, encoding="utf-8").read())
+    assert document["overloads"]["neg"]["partial_cases"] == [case("2d")] and not document["complete"]
+    # profiles the worker says again are not journalled twice
+    size = os.path.getsize(again.path)
+    again.record_profiles("neg", ["1d", "2d", "3d"])
+    assert os.path.getsize(again.path) == size
+    # --rerun: what was recorded of an overload dropped before the journal restarts
+    from flagos_doctor.results.resultsfile import ResultsFile
+    again.close(complete=False)
+    rerun = ResultsFile(again.output, SETUP, ["abs", "neg", "ceil"])
+    rerun.load()
+    rerun.drop(["neg", "abs"])
+    assert (rerun.finished, rerun.partial, rerun.profiles) == ({}, {}, {})
+    rerun.start()
+    third = opened(tmp_path, routes=("abs", "neg", "ceil"))
+    assert (third.finished, third.partial) == ({}, {})
+
+
+def test_a_journal_line_drop_forgets_an_overload(tmp_path):
+    record = opened(tmp_path)
+    record.record_case("abs", case("1d"))
+    record.record_end("abs")
+    record.record_case("neg", case("1d"))
+    record._append({"kind": "drop", "overload": "abs"})
+    record._append({"kind": "drop", "overload": "neg"})
+    again = opened(tmp_path)
+    assert again.finished == {} and again.partial == {}
+
+
+def test_another_setup_is_refused_where_it_was_found(tmp_path):
+    from flagos_doctor.errors import BadInput
+    record = opened(tmp_path)
+    record.record_case("abs", case("1d"))
+    other = {**SETUP, "stack": "torch_fl"}
+    with pytest.raises(BadInput) as refused:
+        opened(tmp_path, setup=other)
+    assert "comparable.stack" in str(refused.value) and str(tmp_path / "r.json") in str(refused.value)
+    # a field learnt once a worker started: checked against every record found
+    record.close(complete=False)
+    again = opened(tmp_path)
+    with pytest.raises(BadInput) as refused:
+        again.extend({"harness_version": "flagos-doctor-survey/other"})
+    assert "comparable.harness_version" in str(refused.value)
+    # agreeing with every record found (one that lacks the field does not agree): taken
+    again.extend({"harness_version": SETUP["harness_version"]})
+    with pytest.raises(BadInput):
+        again.extend({"device_name": "cpu"})
+
+
+@pytest.mark.parametrize("routes, ended, due", [(40, 1, False), (40, 2, True), (10, 1, True), (0, 1, True)])
+def test_the_results_file_is_rewritten_each_twentieth_of_the_route_set(tmp_path, routes, ended, due):
+    from flagos_doctor.results.resultsfile import COMPACTIONS
+    assert COMPACTIONS == 20
+    record = opened(tmp_path)
+    for index in range(ended):
+        record.record_case("abs", case(f"p{index}"))
+        record.record_end("abs")
+    assert record.compact_due(routes) is due
+    record.compact()
+    assert record.compactions == 1 and record.compact_due(routes) is False
+
+
+@pytest.mark.parametrize("complete, partial, kept", [(True, False, False), (False, False, True), (True, True, True)])
+def test_the_journal_goes_only_when_the_survey_completed_with_nothing_partial(tmp_path, complete, partial, kept):
+    record = opened(tmp_path)
+    record.record_case("abs", case("1d"))
+    if not partial:
+        record.record_end("abs")
+    document = record.close(complete)
+    assert os.path.exists(record.path) is kept and document == json.loads(open(record.output, encoding="utf-8").read())
+
+
+def test_a_secret_in_a_case_is_scrubbed_before_it_reaches_the_journal(tmp_path):
+    record = opened(tmp_path)
+    record.record_case("abs", case("1d", "ERROR", "connect failed: HF_TOKEN=hf_abcdefghijklmnop0123"))
+    text = open(record.path, encoding="utf-8").read()
+    assert "hf_abcdefghijklmnop0123" not in text and "HF_TOKEN=" in text
+
+
+def test_a_finished_overload_read_back_without_its_profiles_gets_its_cases_profiles(tmp_path):
+    record = opened(tmp_path)
+    record.record_case("abs", case("2d"))
+    record.record_case("abs", case("1d"))
+    record.record_end("abs")
+    record.close(complete=False)
+    assert "profiles" not in json.loads(open(record.output, encoding="utf-8").read())["overloads"]["abs"]
+    assert opened(tmp_path).profiles["abs"] == ["1d", "2d"]  # the results file's order
