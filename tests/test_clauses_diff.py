@@ -331,3 +331,15 @@ def test_why_an_overload_changed_in_words(comparison, tmp_path):
     assert why_changed(shrunk, "x") == "1 case PASS -> absent: lost a PASS case"
     # a comparison from a vendor's artifact that carries no lists (an older or cut file): no words, no crash
     assert why_changed({"regressed_overloads": ["x"]}, "x") == ""
+
+
+def test_a_case_that_only_changed_route_is_a_changed_case(tmp_path):
+    # a case's view is its compared fields (results/case.py: status and route); its time,
+    # worker or detail are not (a PASS's detail is "" anyway)
+    from flagos_doctor.compare.diff import compare
+    before, after = cases("PASS", "PASS"), cases("PASS", "PASS")
+    after[0]["route"] = "cpu_fallback"
+    after[1].update(seconds=9.5, worker="w2")
+    result = compare(*checked_pair(tmp_path, {"x": before}, {"x": after}))
+    assert [(c["profile"], c["from"], c["to"]) for c in result["cases_changed"]] == [
+        ("p0", {"status": "PASS", "route": "kernel"}, {"status": "PASS", "route": "cpu_fallback"})]

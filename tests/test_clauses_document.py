@@ -116,6 +116,13 @@ def test_overloads_verdicts_and_cases(tmp_path, sample):
     assert says == f"field 'overloads.{name}.cases[0].profile' is 3, expected a string"
     says, name = with_(lambda d, n, e: e["cases"][0].pop("status"))
     assert says == f"field 'overloads.{name}.cases[0].status' is missing: every case has one"
+    says, name = with_(lambda d, n, e: e["cases"][0].pop("profile"))
+    assert says == f"field 'overloads.{name}.cases[0].profile' is missing: every case has one"
+    # JSON true is no number (Python's bool is an int): refused where a count is declared
+    says, name = with_(lambda d, n, e: e["cases"][0].__setitem__("worker_order", True))
+    assert says == f"field 'overloads.{name}.cases[0].worker_order' is True, expected an integer"
+    says, name = with_(lambda d, n, e: e["cases"][0].__setitem__("seconds", False))
+    assert says == f"field 'overloads.{name}.cases[0].seconds' is False, expected an integer or a number"
     says, name = with_(lambda d, n, e: e["cases"][0].__setitem__("status", "GOOD"))
     assert says.startswith(f"field 'overloads.{name}.cases[0].status' is 'GOOD', not a case status (PASS, WRONG")
     says, name = with_(lambda d, n, e: e["cases"][0].__setitem__("route", 1))

@@ -179,3 +179,30 @@ def test_a_finished_overload_read_back_without_its_profiles_gets_its_cases_profi
     record.close(complete=False)
     assert "profiles" not in json.loads(open(record.output, encoding="utf-8").read())["overloads"]["abs"]
     assert opened(tmp_path).profiles["abs"] == ["1d", "2d"]  # the results file's order
+
+
+def test_a_settled_case_keeps_its_first_run_once(tmp_path):
+    # case.settle / first_run: the survey's own run is the first of its repeats (a FLAKY
+    # case's status is not its first run's), kept the first time confirm or replay changes it
+    record = opened(tmp_path)
+    record.record_case("abs", case("1d", "ERROR", "boom"))
+    record.record_end("abs")
+    flaky = record.finished["abs"][0]
+    record.record_repeat(flaky, "PASS", {})
+    record.record_flaky(flaky)
+    assert record.record_settled(flaky, "WRONG", "replayed") is True
+    assert flaky["first_run"] == {"status": "ERROR", "detail": "boom"}
+    assert record.record_settled(flaky, "PASS", "") is False and flaky["first_run"]["status"] == "ERROR"
+    assert (flaky["status"], flaky["detail"]) == ("PASS", "")
+
+
+def test_a_field_the_worker_derives_is_derived_for_each_case(monkeypatch):
+    # case.derived: each WORKER field declared with derive, its value where not None
+    from flagos_doctor.results import case as case_record
+    monkeypatch.setitem(case_record.FIELDS, "words", case_record.Field(
+        (int,), case_record.WORKER, derive=lambda record, outcome: len(record["detail"].split()) or None))
+    monkeypatch.setitem(case_record.FIELDS, "late", case_record.Field(
+        (int,), case_record.CONFIRM, derive=lambda record, outcome: 1))  # not the worker's: never derived
+    assert case_record.derived(case("1d", "ERROR", "two words"), {}) == {"words": 2}
+    assert case_record.derived(case("1d"), {}) == {}  # None: left out
+    assert case_record.compared() == ("status", "route")
