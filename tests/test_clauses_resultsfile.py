@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -206,3 +208,28 @@ def test_a_field_the_worker_derives_is_derived_for_each_case(monkeypatch):
     assert case_record.derived(case("1d", "ERROR", "two words"), {}) == {"words": 2}
     assert case_record.derived(case("1d"), {}) == {}  # None: left out
     assert case_record.compared() == ("status", "route")
+
+
+def test_a_journal_line_that_cannot_be_written_is_one_line_and_the_lines_before_it_are_kept(tmp_path):
+    # A real write failure: the process may write no file past 8 KiB (RLIMIT_FSIZE, its
+    # SIGXFSZ ignored: the write fails with EFBIG, as on a full disk).
+    script = f"""
+import json, resource, signal, sys
+sys.path.insert(0, {REPO_ROOT!r})
+from flagos_doctor.errors import BadInput
+from flagos_doctor.results.resultsfile import ResultsFile
+record = ResultsFile("r.json", {SETUP!r}, ["abs"])
+record.load()
+record.start()
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+record.record_case("abs", {{"profile": "1d", "status": "PASS", "route": "kernel", "detail": ""}})
+try:
+    record.record_case("abs", {{"profile": "2d", "status": "ERROR", "route": "kernel", "detail": "x" * 20000}})
+except BadInput as exc:
+    print(exc)
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"{tmp_path / 'r.json.journal'}: cannot write: File too large; its previous version is kept"
+    assert opened(tmp_path).partial == {"abs": [case("1d")]}  # the torn line after it passed over

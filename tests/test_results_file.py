@@ -53,6 +53,9 @@ def _copy(surveyed, tmp_path):
     ('{"kind": "case", "overload": "abs", "profile": "1d-f32", "status": "PASS", "seconds": "slow"}',
      "field 'case.seconds' is 'slow', expected an integer or a number"),
     ('{"kind": "shrug", "overload": "abs"}', "field 'kind' is 'shrug'"),
+    ('{"kind": "header", "comparable": ["x"]}', "field 'comparable' is list, expected an object"),
+    ('{"kind": "profiles", "overload": "abs", "profiles": ["1d", 2]}', "field 'profiles' is not a list of profile names"),
+    ('{"kind": "profiles", "overload": "abs", "profiles": "1d"}', "field 'profiles' is not a list of profile names"),
 ])
 def test_a_forged_journal_line_is_one_line_naming_it_and_nothing_is_lost(surveyed, tmp_path, line, field):
     before = _copy(surveyed, tmp_path)

@@ -165,12 +165,10 @@ class ResultsFile:
         self.compactions += 1
 
     def checkpoint(self) -> None:
-        """Write the results file and restart the journal from it: what the journal held is in
-        the results file now, so later changes of finished cases (confirmation, saved with
-        :meth:`save`) are not undone by a replay of the journal after a kill."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Write the results file and restart the journal from it (:meth:`start`): what the
+        journal held is in the results file now, so later changes of finished cases
+        (confirmation, saved with :meth:`save`) are not undone by a replay of the journal
+        after a kill."""
         self.start()
 
     # -- while running ---------------------------------------------------------------------
