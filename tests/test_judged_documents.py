@@ -1,0 +1,112 @@
+"""The probe's rules judged again on the documents of real runs: each document in
+tests/golden/judged (real probe and explain runs of the fixture stacks, the demo and the real
+torch_fl on CPU, written by ``scripts/regen-judged``) and each committed H200 probe document
+is judged anew (``findings.judge``, explain's ``analysis.causes``: pure functions of the
+document) and must give the findings and causes stored with it.
+
+Those stored findings were made by the rules they check, so what a reader can check by hand
+is stated on its own below (EXPECTED: the findings each fixture was written to show, from
+tests/fixtures/probe_stacks/README.md). A rule changed on purpose: ``scripts/regen-judged``,
+review the diff of tests/golden/judged, say why in the commit.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import pytest
+
+from conftest import REPO_ROOT
+
+JUDGED = os.path.join(REPO_ROOT, "tests", "golden", "judged")
+H200 = os.path.join(REPO_ROOT, "surveys", "h200")
+#: Explain documents are judged per process, from views they do not store: their causes
+#: are checked instead (test_an_explain_document_judged_again_gives_its_causes).
+PROBE_DOCUMENTS = sorted(set(glob.glob(os.path.join(JUDGED, "*.json"))) - set(glob.glob(os.path.join(JUDGED, "explain-*")))) + [
+    os.path.join(H200, name) for name in ("probe-h200-torch_fl-ready.json", "probe-flag_gems.json",
+                                          "probe-h200-torchclasses.json")]
+
+#: name -> findings the run must have (severity, kind) and must not have: by hand, from what
+#: each fixture does (its README), not from the rules' output.
+EXPECTED = {
+    "seedbug": ({("error", "stale-guard"), ("error", "alias-missing"), ("warning", "orphan-original")}, set()),
+    "seedfix": (set(), {"stale-guard", "alias-missing", "orphan-original"}),
+    "nosavebug": ({("error", "stale-guard")}, {"orphan-original"}),  # it saved no original to orphan
+    "nosavebug-native": ({("warning", "latent-hazard")}, {"stale-guard"}),
+    "latentstack": ({("warning", "latent-hazard")}, {"stale-guard"}),
+    "latentstack-saved": (set(), {"latent-hazard", "stale-guard"}),
+    "tritonstack": ({("error", "triton-driver")}, set()),
+    "crashstack": ({("error", "crash")}, set()),
+    "hangstack": ({("error", "timeout")}, set()),
+    "raisestack": ({("error", "import-failed"), ("error", "failure-cause"), ("error", "stale-guard")}, set()),
+    "seedreplica": ({("error", "failure-cause")}, set()),
+    "seedreplica_fixed": (set(), {"failure-cause", "stale-guard"}),
+    "tensornew": ({("info", "patched-and-restored")}, set()),
+    "torchclasses": ({("info", "patched-and-restored")}, set()),
+    "demo": (set(), {"stale-guard", "alias-missing", "failure-cause"}),
+    "demo-seed-bug": ({("error", "stale-guard"), ("error", "alias-missing"), ("error", "failure-cause")}, set()),
+    "torch_fl": ({("error", "no-device")}, {"stale-guard", "alias-missing"}),  # CPU: no device to find
+}
+
+
+def _load(path: str) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _name(path: str) -> str:
+    return os.path.basename(path)[: -len(".json")]
+
+
+def _first_difference(stored: list[dict], judged: list[dict]) -> str:
+    for index, (a, b) in enumerate(zip(stored, judged)):
+        if a != b:
+            return f"finding {index}: stored {json.dumps(a, sort_keys=True)[:800]}\n judged {json.dumps(b, sort_keys=True)[:800]}"
+    return f"stored {len(stored)} findings, judged {len(judged)}: " + ", ".join(
+        f["kind"] for f in (stored[len(judged):] or judged[len(stored):]))
+
+
+@pytest.mark.parametrize("path", PROBE_DOCUMENTS, ids=_name)
+def test_a_probe_document_judged_again_gives_its_findings(path):
+    from flagos_doctor.probe.findings import judge
+    document = _load(path)
+    stored = document.pop("findings")
+    judged = judge(document)
+    assert judged == stored, f"{_name(path)}: {_first_difference(stored, judged)} (a rule changed on purpose: scripts/regen-judged)"
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(JUDGED, "explain-*.json")))
+                         + [os.path.join(H200, "explain-h200-torch_fl-ready.json")], ids=_name)
+def test_an_explain_document_judged_again_gives_its_causes(path):
+    from flagos_doctor.explain import analysis
+    document = _load(path)
+    program = document["program"].get("pid")  # an older document: one process, none named
+    own = [failure for failure in document["failures"] if failure.get("process") == program]
+    judged = analysis.causes({**document, "failures": own})
+    for cause in judged:
+        if program is not None:
+            cause["process"] = program
+    assert judged == [cause for cause in document["causes"] if cause.get("process") == program]
+
+
+def test_every_fixture_run_is_there_and_shows_what_its_fixture_was_written_to_show():
+    names = {_name(path) for path in glob.glob(os.path.join(JUDGED, "*.json"))}
+    assert set(EXPECTED) <= names
+    for name, (present, absent) in EXPECTED.items():
+        found = {(f["severity"], f["kind"]) for f in _load(os.path.join(JUDGED, f"{name}.json"))["findings"]}
+        assert present <= found, (name, present - found)
+        assert not {kind for _, kind in found} & absent, (name, absent)
+
+
+def test_the_explain_runs_name_the_seed_chain_root_first():
+    # the alias never installed at import, the failure much later (issue 33): a chain from
+    # the redirect, through the guard that read it, to what the skipped code would have written
+    for name in ("explain-seed-demo", "explain-seed-tests"):
+        document = _load(os.path.join(JUDGED, f"{name}.json"))
+        chained = [cause for cause in document["causes"] if cause.get("chain")]
+        assert chained, name
+        steps = [step["step"] for step in chained[0]["chain"]]
+        assert steps[:3] == ["redirect", "guard", "skipped"], (name, steps)
+        assert "torch.device" in chained[0]["chain"][2]["writes"]
