@@ -130,7 +130,8 @@ def test_another_setup_is_refused_where_it_was_found(tmp_path):
     other = {**SETUP, "stack": "torch_fl"}
     with pytest.raises(BadInput) as refused:
         opened(tmp_path, setup=other)
-    assert "comparable.stack" in str(refused.value) and str(tmp_path / "r.json") in str(refused.value)
+    # the results file is read first: named, not the journal behind it
+    assert str(refused.value).startswith(f"{tmp_path / 'r.json'}: field 'comparable.stack' is 'demo' there")
     # a field learnt once a worker started: checked against every record found
     record.close(complete=False)
     again = opened(tmp_path)
@@ -154,6 +155,13 @@ def test_the_results_file_is_rewritten_each_twentieth_of_the_route_set(tmp_path,
     assert record.compact_due(routes) is due
     record.compact()
     assert record.compactions == 1 and record.compact_due(routes) is False
+    # the compaction wrote the results file: what ended is in it
+    assert json.loads(open(record.output, encoding="utf-8").read())["overloads"]["abs"]["verdict"] == "STRICT"
+    record.record_case("neg", case("1d"))
+    record.record_end("neg")
+    assert record.compact_due(1)
+    record.checkpoint()  # a checkpoint writes the results file too: the count starts again
+    assert record.compact_due(1) is False
 
 
 @pytest.mark.parametrize("complete, partial, kept", [(True, False, False), (False, False, True), (True, True, True)])
@@ -233,3 +241,52 @@ except BadInput as exc:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"{tmp_path / 'r.json.journal'}: cannot write: File too large; its previous version is kept"
     assert opened(tmp_path).partial == {"abs": [case("1d")]}  # the torn line after it passed over
+
+
+def test_each_checkpoint_closes_the_journal_it_restarts(tmp_path):
+    # a survey checkpoints after each confirmation pass: no descriptor is left behind by one
+    record = opened(tmp_path)
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(5):
+        record.checkpoint()
+    assert len(os.listdir("/proc/self/fd")) == before
+    record.close(complete=True)
+    assert len(os.listdir("/proc/self/fd")) == before - 1 and not os.path.exists(record.path)
+
+
+def test_a_journal_without_its_results_file_is_still_checked_against_the_setup(tmp_path):
+    # the results file gone (removed by hand), its journal left: the journal's header is the
+    # setup found, refused at once and again for a field learnt later
+    from flagos_doctor.errors import BadInput
+    from flagos_doctor.results.resultsfile import ResultsFile
+    record = opened(tmp_path)
+    record.record_case("abs", case("1d"))
+    os.unlink(record.output)
+    with pytest.raises(BadInput) as refused:
+        opened(tmp_path, setup={**SETUP, "stack": "torch_fl"})
+    assert str(refused.value).startswith(f"{record.path}:1: field 'comparable.stack' is 'demo' there")
+    again = ResultsFile(record.output, SETUP, ["abs", "neg"])
+    again.load()
+    assert again.previous is None and again.partial == {"abs": [case("1d")]}
+    with pytest.raises(BadInput) as refused:
+        again.extend({"harness_version": "flagos-doctor-survey/other"})
+    assert str(refused.value).startswith(f"{record.path}:1: field 'comparable.harness_version'")
+
+
+def test_a_completed_survey_read_back_is_its_results_file_alone(tmp_path):
+    # no journal left: the results file is what was found, its setup checked for fields
+    # learnt later, and kept as the previous document (its measured times, its provenance)
+    from flagos_doctor.errors import BadInput
+    from flagos_doctor.results.resultsfile import ResultsFile
+    record = opened(tmp_path)
+    record.record_case("abs", case("1d"))
+    record.record_end("abs")
+    record.close(complete=False)  # neg never ran: the journal stays; remove it as a completed run does
+    os.unlink(record.path)
+    again = ResultsFile(record.output, SETUP, ["abs", "neg"])
+    again.load()
+    assert again.previous == json.loads(open(record.output, encoding="utf-8").read())
+    assert again.finished == {"abs": [case("1d")]}
+    with pytest.raises(BadInput) as refused:
+        again.extend({"harness_version": "flagos-doctor-survey/other"})
+    assert str(refused.value).startswith(f"{record.output}: field 'comparable.harness_version'")
