@@ -290,3 +290,17 @@ def test_a_completed_survey_read_back_is_its_results_file_alone(tmp_path):
     with pytest.raises(BadInput) as refused:
         again.extend({"harness_version": "flagos-doctor-survey/other"})
     assert str(refused.value).startswith(f"{record.output}: field 'comparable.harness_version'")
+
+
+def test_profiles_said_and_what_remains_in_the_same_run(tmp_path):
+    from flagos_doctor.results.resultsfile import ResultsFile
+    record = opened(tmp_path)
+    record.record_profiles("abs", ["1d", "2d"])
+    record.record_case("abs", case("1d"))
+    assert record.remaining_profiles("abs") == ["2d"]
+    record.record_case("neg", case("1d"))  # its worker never said its profiles: all of them remain
+    assert record.remaining_profiles("neg") is None
+    # closed twice (an error path closes what a finally closes again): the second is harmless
+    record.close(complete=False)
+    record.close(complete=False)
+    assert ResultsFile(str(tmp_path / "other.json"), SETUP).routes == []  # no route set given: none
