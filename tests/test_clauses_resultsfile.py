@@ -304,3 +304,24 @@ def test_profiles_said_and_what_remains_in_the_same_run(tmp_path):
     record.close(complete=False)
     record.close(complete=False)
     assert ResultsFile(str(tmp_path / "other.json"), SETUP).routes == []  # no route set given: none
+
+
+def test_what_a_compaction_wrote_of_a_partial_overload_is_read_back_without_the_journal(tmp_path):
+    from flagos_doctor.results.resultsfile import ResultsFile
+    record = opened(tmp_path)
+    record.record_profiles("neg", ["1d", "2d"])
+    record.record_case("neg", case("2d"))
+    record.compact()
+    os.unlink(record.path)  # the journal lost: the results file alone
+    again = ResultsFile(record.output, SETUP, ["abs", "neg"])
+    again.load()
+    assert again.partial == {"neg": [case("2d")]} and again.remaining_profiles("neg") == ["1d"]
+
+
+def test_a_torn_line_after_an_overloads_end_leaves_it_finished(tmp_path):
+    record = opened(tmp_path)
+    record.record_case("abs", case("1d"))
+    record.record_end("abs")
+    with open(record.path, "a", encoding="utf-8") as handle:
+        handle.write('{"kind": "case", "overload": "neg", "prof')  # the kill, mid-write
+    assert opened(tmp_path).finished == {"abs": [case("1d")]}

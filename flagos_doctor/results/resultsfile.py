@@ -61,9 +61,10 @@ class ResultsFile:
             self._seen.append((document.get("comparable", {}), self.output))
             self.previous = document
             for name, entry in document.get("overloads", {}).items():
-                if entry.get("verdict") != model.PENDING and entry.get("cases"):
-                    self.finished[name] = list(entry["cases"])
-                    self.profiles[name] = entry.get("profiles") or [c["profile"] for c in entry["cases"]]
+                if entry["verdict"] != model.PENDING:  # checked: a PENDING one has no cases
+                    cases = entry.get("cases", [])  # a file may leave an empty list out
+                    self.finished[name] = list(cases)
+                    self.profiles[name] = entry.get("profiles") or [c["profile"] for c in cases]
                 elif entry.get("partial_cases"):
                     self.partial[name] = list(entry["partial_cases"])
                     if entry.get("profiles"):
