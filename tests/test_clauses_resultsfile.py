@@ -204,6 +204,13 @@ def test_a_settled_case_keeps_its_first_run_once(tmp_path):
     assert flaky["first_run"] == {"status": "ERROR", "detail": "boom"}
     assert record.record_settled(flaky, "PASS", "") is False and flaky["first_run"]["status"] == "ERROR"
     assert (flaky["status"], flaky["detail"]) == ("PASS", "")
+    # asked again later (confirm words a FLAKY case's details from it): the kept first run
+    from flagos_doctor.results.case import first_run
+    record.record_case("neg", case("1d", "WRONG", "max diff 2"))
+    record.record_end("neg")
+    settled = record.finished["neg"][0]
+    record.record_settled(settled, "PASS", "")
+    assert first_run(settled) == {"status": "WRONG", "detail": "max diff 2"}
 
 
 def test_a_field_the_worker_derives_is_derived_for_each_case(monkeypatch):
