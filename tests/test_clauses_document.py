@@ -166,5 +166,16 @@ def test_build_makes_the_document_from_the_case_records():
     # the optional inputs left out: no profiles, no measured, nothing partial; all finished: complete
     plain = document.build({}, {}, ["neg"], {"neg": [case("b"), case("a")]})
     assert plain["overloads"] == {"neg": {"verdict": "STRICT", "cases": [case("a"), case("b")]}} and plain["complete"]
+    unfinished = document.build({}, {}, ["neg", "abs"], {"neg": [case("a")]})
+    assert unfinished["overloads"]["abs"] == {"verdict": "PENDING", "cases": []} and not unfinished["complete"]
     # a spec's digest does not depend on the order its keys were written in
     assert document.spec_sha256({"b": [2], "a": 1}) == hashlib.sha256(b'{"a": 1, "b": [2]}').hexdigest()
+
+
+def test_a_census_digest_in_a_file_is_never_trusted(tmp_path, sample):
+    from flagos_doctor.results import document
+    forged = copy.deepcopy(sample)
+    forged["census_sha256"] = "0" * 64
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(forged))
+    assert document.load(str(path))["census_sha256"] == document.load(SAMPLE)["census_sha256"] != "0" * 64
