@@ -55,7 +55,7 @@ def test_a_good_file_is_read(tmp_path, sample):
 @pytest.mark.parametrize("schema, says", [
     ("flagos-doctor/survey/2", "field 'schema' is 'flagos-doctor/survey/2': made by another version of flagos-doctor; "
                                "this one reads flagos-doctor/survey/1"),
-    ("flagos-doctor/probe/1", "field 'schema' is 'flagos-doctor/probe/1'"),
+    ("flagos-doctor/probe/1", "field 'schema' is 'flagos-doctor/probe/1', expected flagos-doctor/survey/N"),
     (None, "field 'schema' is None"),
 ])
 def test_another_or_a_newer_schema(tmp_path, sample, schema, says):
@@ -145,24 +145,26 @@ def test_build_makes_the_document_from_the_case_records():
     def case(profile, status="PASS"):
         return {"profile": profile, "status": status, "route": "kernel", "detail": ""}
 
-    finished = {"abs": [case("z"), case("2d", "WRONG"), case("1d"), case("a")], "neg": [case("1d")]}
-    partial = {"ceil": [case("2d"), case("1d")], "floor": []}
-    profiles = {"abs": ["1d", "2d"], "ceil": ["1d", "2d"], "floor": ["1d"], "neg": ["1d"]}
+    finished = {"abs": [case("z"), case("1d", "WRONG"), case("2d"), case("a")], "neg": [case("1d")]}
+    partial = {"ceil": [case("1d"), case("2d")], "floor": []}
+    profiles = {"abs": ["2d", "1d"], "ceil": ["2d", "1d"], "floor": ["1d"], "neg": ["1d"]}  # not by name
     routes = ["neg", "floor", "ceil", "abs"]
     built = document.build({"stack": "demo"}, {"harness_version": "x"}, routes, finished, partial, profiles,
                            {"abs": "2026-12-03T00:00:00"})
     assert list(built["overloads"]) == routes and built["routes"] == routes and built["complete"] is False
-    assert [c["profile"] for c in built["overloads"]["abs"]["cases"]] == ["1d", "2d", "a", "z"]
+    assert [c["profile"] for c in built["overloads"]["abs"]["cases"]] == ["2d", "1d", "a", "z"]
     assert built["overloads"]["abs"] == {"verdict": "BASIC_ONLY", "cases": built["overloads"]["abs"]["cases"],
-                                         "measured": "2026-12-03T00:00:00", "profiles": ["1d", "2d"]}
+                                         "measured": "2026-12-03T00:00:00", "profiles": ["2d", "1d"]}
     assert built["overloads"]["neg"] == {"verdict": "STRICT", "cases": [case("1d")], "profiles": ["1d"]}
-    assert built["overloads"]["ceil"] == {"verdict": "PENDING", "cases": [], "partial_cases": [case("1d"), case("2d")],
-                                          "profiles": ["1d", "2d"]}
+    assert built["overloads"]["ceil"] == {"verdict": "PENDING", "cases": [], "partial_cases": [case("2d"), case("1d")],
+                                          "profiles": ["2d", "1d"]}
     assert built["overloads"]["floor"] == {"verdict": "PENDING", "cases": []}  # nothing ran: no partial list
     done = {name: {"cases": built["overloads"][name]["cases"]} for name in ("abs", "neg")}
     assert built["summary"] == verdicts.summarize(routes, done) and built["summary"]["verdicts"]["PENDING"] == 2
     assert built["census_sha256"] == census.census_sha256(census.census_text(done))
-    assert [group["members"] for group in built["failure_groups"]] == [[["abs", "2d"]]]
+    assert [group["members"] for group in built["failure_groups"]] == [[["abs", "1d"]]]
+    # its census: the finished cases, a line each (the PENDING ones have none yet)
+    assert len(document.census_of(built).splitlines()) == 5
     # the optional inputs left out: no profiles, no measured, nothing partial; all finished: complete
     plain = document.build({}, {}, ["neg"], {"neg": [case("b"), case("a")]})
     assert plain["overloads"] == {"neg": {"verdict": "STRICT", "cases": [case("a"), case("b")]}} and plain["complete"]
@@ -179,3 +181,29 @@ def test_a_census_digest_in_a_file_is_never_trusted(tmp_path, sample):
     path = tmp_path / "forged.json"
     path.write_text(json.dumps(forged))
     assert document.load(str(path))["census_sha256"] == document.load(SAMPLE)["census_sha256"] != "0" * 64
+
+
+def test_check_names_the_schema_it_reads_without_calling_another_document_newer(sample):
+    from flagos_doctor.errors import BadInput
+    from flagos_doctor.results import document
+    for schema, says in (("flagos-doctor/probe/1", "field 'schema' is 'flagos-doctor/probe/1': this one reads "),
+                         (3, "field 'schema' is 3: this one reads "), (None, "field 'schema' is None: this one reads ")):
+        with pytest.raises(BadInput) as refused:
+            document.check({**copy.deepcopy(sample), "schema": schema}, "x.json")
+        assert str(refused.value).startswith(f"x.json: {says}")
+
+
+def test_fields_a_file_may_leave_out_are_read(tmp_path, sample):
+    # an older summary without statuses; a finished overload whose empty case list is left out
+    from flagos_doctor.results import document, verdicts
+    older = copy.deepcopy(sample)
+    del older["summary"]["statuses"]
+    older["overloads"]["zz_no_cases"] = {"verdict": "UNTESTED"}
+    older["routes"].append("zz_no_cases")
+    finished = {n: {"cases": e.get("cases", [])} for n, e in older["overloads"].items() if e["verdict"] != "PENDING"}
+    older["summary"].update({k: v for k, v in verdicts.summarize(older["routes"], finished).items()
+                             if k in older["summary"]})
+    path = tmp_path / "older.json"
+    path.write_text(json.dumps(older))
+    read = document.load(str(path))
+    assert read["overloads"]["zz_no_cases"] == {"verdict": "UNTESTED"} and "statuses" not in read["summary"]

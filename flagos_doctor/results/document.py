@@ -80,7 +80,8 @@ def build(
 @output.register(model.RESULTS_SCHEMA, "census")
 def census_of(document: dict) -> str:
     """The census text of a results document."""
-    done = {name: entry for name, entry in document["overloads"].items() if entry["verdict"] != model.PENDING}
+    done = {name: {"cases": entry.get("cases", [])}  # a file may leave an empty list out
+            for name, entry in document["overloads"].items() if entry["verdict"] != model.PENDING}
     return census.census_text(done)
 
 
