@@ -207,3 +207,13 @@ def test_fields_a_file_may_leave_out_are_read(tmp_path, sample):
     path.write_text(json.dumps(older))
     read = document.load(str(path))
     assert read["overloads"]["zz_no_cases"] == {"verdict": "UNTESTED"} and "statuses" not in read["summary"]
+
+
+def test_a_file_without_its_route_set_has_no_summary_to_recompute(tmp_path, sample):
+    from flagos_doctor.results import document
+    older = copy.deepcopy(sample)
+    del older["routes"]
+    older["summary"]["registered"] += 1  # nothing to recompute it from: read as written
+    path = tmp_path / "no-routes.json"
+    path.write_text(json.dumps(older))
+    assert document.load(str(path))["summary"]["registered"] == sample["summary"]["registered"] + 1
