@@ -217,3 +217,12 @@ def test_a_file_without_its_route_set_has_no_summary_to_recompute(tmp_path, samp
     path = tmp_path / "no-routes.json"
     path.write_text(json.dumps(older))
     assert document.load(str(path))["summary"]["registered"] == sample["summary"]["registered"] + 1
+
+
+def test_a_summary_figure_this_version_does_not_compute_is_read_as_written(tmp_path, sample):
+    from flagos_doctor.results import document
+    newer = copy.deepcopy(sample)
+    newer["summary"]["from_a_later_version"] = 7
+    path = tmp_path / "newer.json"
+    path.write_text(json.dumps(newer))
+    assert document.load(str(path))["summary"]["from_a_later_version"] == 7
