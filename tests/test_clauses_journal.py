@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 
-
 from conftest import REPO_ROOT  # noqa: F401  (conftest puts this checkout first on PYTHONPATH)
 
 SURVEY = [sys.executable, "-m", "flagos_doctor", "survey", "--stack", "demo", "--no-store", "-q",

@@ -469,8 +469,10 @@ def test_what_a_killed_survey_left_behind_is_cleaned_at_the_next_start(tmp_path)
     pid = int(detached.read_text())
     try:
         left = [name for name in os.listdir(scratch_root) if name.startswith("flagos-survey-")]
-        # what kill -9 leaves: the pool's folder, and those of the workers it had started ahead
+        # what kill -9 leaves: the pool's folder, and those of the workers it had started ahead,
+        # each owned by the killed survey
         assert _alive(pid) and len(left) >= 1
+        assert {(scratch_root / name / "owner").read_text().split()[0] for name in left} == {str(first.pid)}
         done = subprocess.run([sys.executable, "-m", "flagos_doctor", "survey", "--stack", "demo", "--conf", "neg.conf",
                                "--no-store", "-o", "again.json", "-q"], cwd=str(tmp_path), env=env,
                               capture_output=True, text=True, timeout=300)
