@@ -332,3 +332,21 @@ def test_a_torn_line_after_an_overloads_end_leaves_it_finished(tmp_path):
     with open(record.path, "a", encoding="utf-8") as handle:
         handle.write('{"kind": "case", "overload": "neg", "prof')  # the kill, mid-write
     assert opened(tmp_path).finished == {"abs": [case("1d")]}
+
+
+def test_a_finished_overload_with_no_cases_read_back_stays_finished(tmp_path):
+    # an UNTESTED overload whose file left out its empty case list: measured, not run again
+    from flagos_doctor.results.resultsfile import ResultsFile
+    record = opened(tmp_path)
+    record.record_profiles("abs", [])
+    record.record_end("abs")
+    record.close(complete=False)
+    os.unlink(record.path)
+    document = json.loads(open(record.output, encoding="utf-8").read())
+    assert document["overloads"]["abs"]["verdict"] == "UNTESTED"
+    del document["overloads"]["abs"]["cases"]
+    with open(record.output, "w", encoding="utf-8") as handle:
+        json.dump(document, handle)
+    again = ResultsFile(record.output, SETUP, ["abs", "neg"])
+    again.load()
+    assert again.finished == {"abs": []} and again.partial == {}
