@@ -103,7 +103,8 @@ def test_the_seed_lines_compile_with_inductor_on_the_fixed_demo_as_eager_compute
     assert against.stdout.splitlines()[-1] == "compiled equals eager: True flagos:0"
 
 
-#: A flagos graph that needs a kernel of its own, then the same function on CPU.
+#: A flagos graph that needs a kernel of its own, then the same function on CPU. CPU's compiled
+#: sin is vectorised (Sleef), so it may differ from eager's by an ulp on some machines: close, not equal.
 NEEDS_A_KERNEL = """
 import torch
 import flagos_doctor.demo
@@ -113,7 +114,7 @@ try:
     torch.compile(fn, fullgraph=True)(x.to("flagos"))
 except Exception as error:
     print(type(error).__name__ + ":", str(error).splitlines()[0])
-print("cpu:", torch.equal(torch.compile(fn, fullgraph=True)(x), fn(x)))
+print("cpu:", torch.allclose(torch.compile(fn, fullgraph=True)(x), fn(x), rtol=1e-6, atol=1e-6))
 """
 
 
