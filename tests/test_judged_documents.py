@@ -48,6 +48,15 @@ EXPECTED = {
     "demo": (set(), {"stale-guard", "alias-missing", "failure-cause"}),
     "demo-seed-bug": ({("error", "stale-guard"), ("error", "alias-missing"), ("error", "failure-cause")}, set()),
     "torch_fl": ({("error", "no-device")}, {"stale-guard", "alias-missing"}),  # CPU: no device to find
+    **{f"guardforms-{form}": ({("error", "stale-guard"), ("warning", "orphan-original")}, set())
+       for form in ("skip", "into", "plain", "then-write")},
+    # the function that redirected reads its own redirect: no guard
+    "guardforms-same-function": ({("warning", "orphan-original")}, {"stale-guard"}),
+    # the value read was written through the module's dict: no known writer to blame
+    "guardforms-dict-write": ({("warning", "multiple-writers")}, {"stale-guard"}),
+    "guardforms-chained": ({("error", "import-failed"), ("error", "failure-cause"), ("error", "stale-guard")}, set()),
+    # the child died before anything could read the saved original: no orphan yet
+    "guardforms-crash": ({("error", "crash")}, {"orphan-original"}),
 }
 
 
@@ -110,3 +119,38 @@ def test_the_explain_runs_name_the_seed_chain_root_first():
         steps = [step["step"] for step in chained[0]["chain"]]
         assert steps[:3] == ["redirect", "guard", "skipped"], (name, steps)
         assert "torch.device" in chained[0]["chain"][2]["writes"]
+
+
+def _finding(name: str, kind: str) -> dict:
+    (found,) = [f for f in _load(os.path.join(JUDGED, f"{name}.json"))["findings"] if f["kind"] == kind]
+    return found
+
+
+def _line_of(text: str) -> int:
+    path = os.path.join(REPO_ROOT, "tests", "fixtures", "probe_stacks", "guardforms", "__init__.py")
+    with open(path, encoding="utf-8") as handle:
+        return next(n for n, line in enumerate(handle, start=1) if text in line)
+
+
+def test_a_stale_guard_says_what_the_guard_did_after_the_read_in_each_form():
+    # by hand, from tests/fixtures/probe_stacks/guardforms: what each guard's source does
+    guard = _line_of("    if not torch.cuda.is_available():")
+    assert _finding("guardforms-skip", "stale-guard")["message"].endswith(
+        f"which answers True; so it skipped the branch of `if not torch.cuda.is_available():` (line {guard})."
+        " The original is saved as torch.cuda._guardforms_native_is_available (#1); read that instead.")
+    body = _line_of('USE_CUDA = "cuda"')
+    guard = body - 1  # the if above it
+    assert f"so it took the branch of `if torch.cuda.is_available():` (line {guard}) into line {body}: " \
+           '`USE_CUDA = "cuda"`.' in _finding("guardforms-into", "stale-guard")["message"]
+    assert "which answers True; _remember_answer wrote no watched probe after that." in \
+        _finding("guardforms-plain", "stale-guard")["message"]
+    # it wrote torch.cuda.current_device after the read: nothing more is said of what it did
+    assert "which answers True. The original is saved" in _finding("guardforms-then-write", "stale-guard")["message"]
+
+
+def test_a_failed_import_names_the_error_it_was_raised_from():
+    message = _finding("guardforms-chained", "import-failed")["message"]
+    assert message.startswith("import guardforms failed: RuntimeError: guardforms: the CUDA runtime the guard chose "
+                              f"is unusable (raised in guardforms/__init__.py:_check_runtime, line "
+                              f"{_line_of('raise RuntimeError')}). Caused by: AssertionError: Torch not compiled "
+                              "with CUDA enabled (raised in torch/cuda/__init__.py:_lazy_init, line ")
