@@ -64,10 +64,8 @@ def _failure_causes(run: Run) -> list[dict]:
             for found in run.once(_explained).values() for cause in found]
 
 
-def _pointer(found: list[dict] | None) -> str:
+def _pointer(found: list[dict]) -> str:
     """What the failure findings say of the cause: the failure-cause finding, or none found."""
-    if found is None:
-        return ""
     if not found:
         return " " + causes.no_cause({})
     named = "; ".join(f"{c['probe']} read at {c['reader']['file']}:{c['reader']['line']} (events "
@@ -88,7 +86,7 @@ def _import_failed(run: Run) -> list[dict]:
             seqs = [e["seq"] for e in document.get("events", []) if e.get("step") == outcome["step"]][-3:]
             out.append(make_finding("import-failed", "error", None,
                                 f"{outcome['step']} failed: {first_line(outcome.get('error'))}{at}."
-                                + _causes(outcome.get("causes") or []) + _pointer(explained.get(outcome["step"])), seqs))
+                                + _causes(outcome.get("causes") or []) + _pointer(explained[outcome["step"]]), seqs))
     return out
 
 
@@ -126,9 +124,10 @@ def _stale_guards(run: Run) -> list[dict]:
         if read["kind"] != "read" or not read.get("saw") or read["probe"] in {s["probe"] for s in document.get("saved_originals", [])}:
             continue
         write = by_seq.get(read["saw"])
-        if write is None or not write.get("writer_known") or write["kind"] != "write":
+        if write is None or write["kind"] != "write":
             continue
         reader, writer = read["where"], write["where"]
+        # a write with no known writer has no file: no package, so never the reader's own stack
         if _package(reader) is None or _package(reader) != _package(writer):
             continue
         if (reader.get("file"), reader.get("function")) == (writer.get("file"), writer.get("function")):
@@ -366,8 +365,8 @@ def _exercise_failed(run: Run) -> list[dict]:
             at = f" (raised in {frames[-1]['file']}:{frames[-1]['function']}, line {frames[-1]['line']})" if frames else ""
             out.append(make_finding("exercise-failed", severity, None,
                                     f"{outcome['step'][len('exercise: '):]} failed: {first_line(outcome.get('error'))}{at}."
-                                    + _pointer(explained.get(outcome["step"])),
-                                    [e for c in explained.get(outcome["step"], []) for e in c["events"]]))
+                                    + _pointer(explained[outcome["step"]]),
+                                    [e for c in explained[outcome["step"]] for e in c["events"]]))
     return out
 
 
