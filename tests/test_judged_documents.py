@@ -49,7 +49,7 @@ EXPECTED = {
     "demo-seed-bug": ({("error", "stale-guard"), ("error", "alias-missing"), ("error", "failure-cause")}, set()),
     "torch_fl": ({("error", "no-device")}, {"stale-guard", "alias-missing"}),  # CPU: no device to find
     **{f"guardforms-{form}": ({("error", "stale-guard"), ("warning", "orphan-original")}, set())
-       for form in ("skip", "into", "plain", "then-write")},
+       for form in ("skip", "into", "plain", "then-write", "undecided", "raise-later")},
     # the function that redirected reads its own redirect: no guard
     "guardforms-same-function": ({("warning", "orphan-original")}, {"stale-guard"}),
     # the value read was written through the module's dict: no known writer to blame
@@ -144,13 +144,29 @@ def test_a_stale_guard_says_what_the_guard_did_after_the_read_in_each_form():
            '`USE_CUDA = "cuda"`.' in _finding("guardforms-into", "stale-guard")["message"]
     assert "which answers True; _remember_answer wrote no watched probe after that." in \
         _finding("guardforms-plain", "stale-guard")["message"]
-    # it wrote torch.cuda.current_device after the read: nothing more is said of what it did
-    assert "which answers True. The original is saved" in _finding("guardforms-then-write", "stale-guard")["message"]
+    # it wrote after the read: nothing more is said of what it did; and it redirected the probe
+    # again, so what it saw is no longer what the probe answers now: no answer is claimed
+    assert "it saw the redirected probe (guardforms/__init__.py:" + str(_line_of("def _always_yes")) + \
+        "). The original is saved" in _finding("guardforms-then-write", "stale-guard")["message"]
+    # the answer alone does not decide `if torch.cuda.is_available() and os.environ.get(...)`: no branch is claimed
+    assert "which answers True; _pick_backend_if_asked wrote no watched probe after that." in \
+        _finding("guardforms-undecided", "stale-guard")["message"]
+
+
+def test_a_guard_read_in_one_step_is_not_blamed_for_a_raise_in_a_later_one():
+    first, later = (f["message"] for f in _load(os.path.join(JUDGED, "guardforms-raise-later.json"))["findings"]
+                    if f["kind"] == "stale-guard")
+    guard = _line_of("if raise_now:") - 1  # the if above it
+    assert f"so it took the branch of `if torch.cuda.is_available():` (line {guard}) into line {guard + 1}: " \
+           "`if raise_now:`." in first
+    assert "then it raised RuntimeError: guardforms: the second call raises, which failed import guardforms.late." \
+        in later
 
 
 def test_a_failed_import_names_the_error_it_was_raised_from():
     message = _finding("guardforms-chained", "import-failed")["message"]
+    raised = _line_of('raise RuntimeError("guardforms: the CUDA runtime')
     assert message.startswith("import guardforms failed: RuntimeError: guardforms: the CUDA runtime the guard chose "
                               f"is unusable (raised in guardforms/__init__.py:_check_runtime, line "
-                              f"{_line_of('raise RuntimeError')}). Caused by: AssertionError: Torch not compiled "
+                              f"{raised}). Caused by: AssertionError: Torch not compiled "
                               "with CUDA enabled (raised in torch/cuda/__init__.py:_lazy_init, line ")

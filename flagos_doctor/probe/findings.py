@@ -11,8 +11,9 @@ from flagos_doctor.probe import causes, hazards
 from flagos_doctor.probe.finding import SEVERITIES, Run, first_line, label, make_finding, skipped_words
 
 
-def _package(where: dict | None) -> str | None:
-    if not where or not where.get("file"):
+def _package(where: dict) -> str | None:
+    """The first part of ``where``'s file; None for a write with no known writer (no file)."""
+    if not where.get("file"):
         return None
     return where["file"].replace("\\", "/").split("/", 1)[0]
 
@@ -48,7 +49,7 @@ def _explained(run: Run) -> dict:
     """Each failed import and exercise step -> the causes :mod:`.causes` finds for it."""
     explained = {}
     for outcome in run.document.get("outcomes", []):
-        if outcome.get("ok") or not outcome["step"].startswith(("import ", "exercise")):
+        if outcome.get("ok"):  # (the probe's steps are imports and exercises; explain records none)
             continue
         failure = {"step": outcome["step"], "error": outcome.get("error"),
                    "traceback": outcome.get("traceback") or [], "causes": outcome.get("causes") or []}
