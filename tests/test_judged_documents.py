@@ -49,7 +49,7 @@ EXPECTED = {
     "demo-seed-bug": ({("error", "stale-guard"), ("error", "alias-missing"), ("error", "failure-cause")}, set()),
     "torch_fl": ({("error", "no-device")}, {"stale-guard", "alias-missing"}),  # CPU: no device to find
     **{f"guardforms-{form}": ({("error", "stale-guard"), ("warning", "orphan-original")}, set())
-       for form in ("skip", "into", "plain", "then-write", "undecided", "raise-later")},
+       for form in ("skip", "into", "plain", "then-write", "undecided", "raise-later", "module-level")},
     # the function that redirected reads its own redirect: no guard
     "guardforms-same-function": ({("warning", "orphan-original")}, {"stale-guard"}),
     # the value read was written through the module's dict: no known writer to blame
@@ -148,6 +148,11 @@ def test_a_stale_guard_says_what_the_guard_did_after_the_read_in_each_form():
     # again, so what it saw is no longer what the probe answers now: no answer is claimed
     assert "it saw the redirected probe (guardforms/__init__.py:" + str(_line_of("def _always_yes")) + \
         "). The original is saved" in _finding("guardforms-then-write", "stale-guard")["message"]
+    # the module's own top-level code is no function that could have written more: nothing is said
+    assert _finding("guardforms-module-level", "stale-guard")["message"].startswith(
+        f"guardforms/__init__.py:<module> read torch.cuda.is_available at line {_line_of('        USE_CUDA = torch.cuda.is_available()')}"
+        " after guardforms/__init__.py:_redirect")
+    assert "which answers True. The original is saved" in _finding("guardforms-module-level", "stale-guard")["message"]
     # the answer alone does not decide `if torch.cuda.is_available() and os.environ.get(...)`: no branch is claimed
     assert "which answers True; _pick_backend_if_asked wrote no watched probe after that." in \
         _finding("guardforms-undecided", "stale-guard")["message"]
