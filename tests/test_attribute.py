@@ -107,7 +107,7 @@ def test_report_markdown_names_the_missing_functions(surveys):
     """The survey A (its log1p binding calls a function flag_gems 5.0.2 lacks) in a bug report."""
     done = run_cli("report", "--stack", "demo", "--survey", str(surveys / "a.json"), "--markdown", "r.md",
                    cwd=str(surveys))
-    assert done.returncode in (0, 1), done.stderr
+    assert done.returncode == 0, done.stderr  # a report was written (docs/report.md)
     text = (surveys / "r.md").read_text()
     assert "<summary>1 overload calls a function flag_gems 5.0.2 lacks</summary>" in text
     assert "- `log1p` calls `flag_gems.ops.log1p`" in text

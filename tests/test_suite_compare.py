@@ -321,10 +321,10 @@ def test_repo_worktrees_end_to_end(project, tmp_path):
 
         # The placeholder form of --test-cmd, on an arm not in the store yet.
         placeholder = f"{sys.executable} -m pytest -q -p no:cacheprovider --junitxml={{junitxml}} tests"
-        doc2, _ = document(commits["base"][:8], "HEAD~1", "--repo", str(repo), "--test-cmd", placeholder,
+        doc2, code = document(commits["base"][:8], "HEAD~1", "--repo", str(repo), "--test-cmd", placeholder,
                            store=store)
         assert doc2["arms"]["b"]["commit"] == commits["broken"]
-        assert {t["kind"] for t in doc2["transitions"]} == {"regression", "fix"}
+        assert {t["kind"] for t in doc2["transitions"]} == {"regression", "fix"} and code == 1
 
         # A build that fails: one line, exit 2, worktree removed all the same.
         failed = compare(commits["base"][:8], commits["added"][:8], "--repo", str(repo), "--test-cmd", test_cmd,

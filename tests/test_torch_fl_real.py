@@ -200,7 +200,7 @@ def test_decisions_read_from_torch_fls_own_guards(source):
 def test_report_fills_torch_fl_version_branch_from_the_real_build(site, tmp_path):
     out = tmp_path / "report.json"
     done = run_with(site, "report", "--stack", "torch_fl", "--json", str(out), "--markdown", str(tmp_path / "r.md"))
-    assert done.returncode in (0, 1), done.stderr
+    assert done.returncode == 0, done.stderr  # a report was written (docs/report.md)
     bundle = json.loads(out.read_text())
     field = next(f["value"] for f in bundle["template"] if f["field"] == "torch_fl Version/Branch")
     extension = [n for n in os.listdir(os.path.join(site, "torch_fl")) if n.startswith("_C") and n.endswith(".so")]
