@@ -12,13 +12,13 @@ import tarfile
 
 import pytest
 
-from conftest import CONFS, REPO_ROOT, SHARED
+from conftest import CONFS, REPO_ROOT, SHARED, TORCH_FL_TARBALL
 from flagos_doctor import conf
 from flagos_doctor.results import model
 from flagos_doctor.stacks import torch_fl_bindings as bindings
 
 TORCH_FL = os.path.join(SHARED, "torch-fl")
-SOURCE_TARBALL = os.path.join(TORCH_FL, "Torch-FL-1adbc97-src.tar.gz")
+SOURCE_TARBALL = TORCH_FL_TARBALL
 BUILD_TARBALL = os.path.join(TORCH_FL, "torch_fl-1adbc97-py312-torch2.11.0cu130-h200.tar.gz")
 FLAGGEMS_CONF = os.path.join(CONFS, "backends_flaggems.conf")
 #: flag_gems 4.2.0, installed apart by .ci/run (pip install --target /tmp/fg4 --no-deps flag-gems==4.2.0).
