@@ -71,3 +71,53 @@ def test_a_redirect_answering_as_the_original_is_no_stale_guard(tmp_path):
     assert found["latent-hazard"]["severity"] == "warning"
     assert f"(line {line_of('if torch.cuda.is_available():')})" in found["latent-hazard"]["message"]
     assert done.returncode == 0  # warnings do not fail the probe
+
+
+# The alias-missing rule's conditions, on facts written out here in the probe's shapes (the
+# real runs: seedbug, the demo under the seed bug, torch_fl on CPU, in tests/golden/judged).
+
+def alias_facts(**more):
+    return {"privateuse1": "flagos", "native_cuda_available": {"ok": True, "repr": "False"},
+            "cuda_maps_to": {"ok": True, "repr": "'cuda'"}, **more}
+
+
+def alias_findings(facts):
+    from flagos_doctor.probe.findings import judge
+    return [f for f in judge({"events": [], "facts": facts}) if f["kind"] == "alias-missing"]
+
+
+def test_the_alias_is_owed_by_a_registered_flagos_device_on_a_machine_without_cuda():
+    (found,) = alias_findings(alias_facts())
+    assert found["message"].startswith('torch.device("cuda") gives \'cuda\', not \'flagos\': flagos is registered')
+    (found,) = alias_findings(alias_facts(cuda_maps_to={"ok": False, "repr": "RuntimeError: no cuda"}))
+    assert found["message"].startswith('torch.device("cuda") raises RuntimeError: no cuda, not \'flagos\'')
+
+
+def test_no_alias_is_owed_without_a_registered_device_even_where_one_is_declared():
+    assert alias_findings(alias_facts(privateuse1=None, alias_declared=True)) == []
+    assert alias_findings(alias_facts(privateuse1="privateuseone", alias_declared=True)) == []
+    (declared,) = alias_findings(alias_facts(privateuse1="seeddev", alias_declared=True))
+    assert "not 'seeddev'" in declared["message"]
+
+
+def test_no_alias_is_owed_where_cuda_answers_or_the_alias_is_turned_off_or_already_there():
+    assert alias_findings(alias_facts(native_cuda_available={"ok": True, "repr": "True"})) == []
+    assert alias_findings(alias_facts(native_cuda_available={"ok": False, "repr": "RuntimeError: x"})) == []
+    assert alias_findings(alias_facts(alias_turned_off=True)) == []
+    assert alias_findings(alias_facts(cuda_maps_to={"ok": True, "repr": "'flagos'"})) == []
+
+
+def test_what_was_not_recorded_owes_nothing():
+    # the child records torch.device("cuda") and the native answer only once torch is imported
+    assert alias_findings({k: v for k, v in alias_facts().items() if k != "cuda_maps_to"}) == []
+    assert alias_findings({k: v for k, v in alias_facts().items() if k != "native_cuda_available"}) == []
+
+
+def test_a_document_without_facts_is_judged_by_the_rules_that_need_none():
+    # a child that died before its final state records no facts: its crash is still said
+    from flagos_doctor.probe.findings import judge
+    document = {"events": [{"seq": 1, "kind": "read", "probe": "triton.runtime.driver.active", "creates_driver": True,
+                            "where": {"file": "x.py", "line": 1, "function": "f"}, "active_backends": [],
+                            "is_active": {}}],
+                "outcome": "crashed", "interrupted": {"reason": "killed by SIGSEGV", "phase": "import x"}}
+    assert [f["kind"] for f in judge(document)] == ["crash", "triton-driver"]

@@ -133,6 +133,9 @@ def test_what_cannot_be_evaluated_says_why_or_that_there_is_no_record():
                                       "save it before replacing it, and read that.")
     (found,) = latent([entry(20)], events=[WRITE, read(4, 20)])
     assert "cannot be evaluated here: no record." in found["message"]
+    unrecorded = {key: value for key, value in entry(20).items() if key != "decision"}
+    (found,) = latent([unrecorded], events=[WRITE, read(4, 20)])
+    assert "cannot be evaluated here: no record." in found["message"]
     unevaluated_triton = entry(50, file="triton/backends/nvidia/driver.py", kind="triton-driver", evaluated=False,
                                why="no backend to ask")
     (found,) = latent([unevaluated_triton])
@@ -166,6 +169,8 @@ def test_a_device_count_that_is_not_zero_or_not_known_or_no_device_registered_is
     assert hazards.no_device(Run({"facts": facts(device_count={"ok": False, "repr": "0"})})) == []
     assert hazards.no_device(Run({"facts": facts(privateuse1="privateuseone")})) == []
     assert hazards.no_device(Run({"facts": facts(privateuse1=None)})) == []
+    # a device module without device_count(): nothing recorded, nothing said
+    assert hazards.no_device(Run({"facts": {"privateuse1": "flagos"}})) == []
 
 
 def test_a_latent_hazard_whose_read_a_stale_guard_names_is_said_once_there():
