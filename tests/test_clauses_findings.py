@@ -121,3 +121,36 @@ def test_a_document_without_facts_is_judged_by_the_rules_that_need_none():
                             "is_active": {}}],
                 "outcome": "crashed", "interrupted": {"reason": "killed by SIGSEGV", "phase": "import x"}}
     assert [f["kind"] for f in judge(document)] == ["crash", "triton-driver"]
+
+
+def test_an_exercise_failure_is_info_only_where_nothing_could_run():
+    from flagos_doctor.probe.findings import judge
+    failed = [{"step": "exercise: a tensor on cuda", "ok": False, "error": "RuntimeError: x",
+               "traceback": [{"file": "t.py", "line": 2, "function": "f"}]}]
+
+    def severity(facts):
+        (found,) = [f for f in judge({"events": [], "facts": facts, "outcomes": failed}) if f["kind"] == "exercise-failed"]
+        return found["severity"], found["message"]
+
+    # no device registered and no CUDA: nothing to exercise on this machine
+    assert severity({"native_cuda_available": {"ok": True, "repr": "False"}}) == (
+        "info", "a tensor on cuda failed: RuntimeError: x (raised in t.py:f, line 2). " + no_cause_words())
+    # CUDA answers (or a device is registered): the failure is worth a look
+    assert severity({"native_cuda_available": {"ok": True, "repr": "True"}})[0] == "warning"
+    assert severity({"privateuse1": "flagos", "native_cuda_available": {"ok": True, "repr": "False"}})[0] == "warning"
+    assert severity({"privateuse1": "privateuseone", "native_cuda_available": {"ok": True, "repr": "False"}})[0] == "info"
+
+
+def no_cause_words() -> str:
+    from flagos_doctor.probe import causes
+    return causes.no_cause({})
+
+
+def test_a_probe_patched_and_restored_is_an_attribute_or_a_variable_never_a_saved_original_or_a_state():
+    from flagos_doctor.probe.findings import judge
+    where = {"file": "s.py", "line": 3, "function": "f"}
+    writes = [{"seq": n, "kind": kind, "probe": "p", "where": where, "phase": "import s"}
+              for n, kind in ((1, "write"), (2, "delete"))]
+    for kind, said in (("attr", True), ("env", True), ("saved", False), ("state", False)):
+        document = {"events": writes, "probes": [{"name": "p", "kind": kind, "original": True}]}
+        assert ("patched-and-restored" in [f["kind"] for f in judge(document)]) is said, kind

@@ -240,7 +240,11 @@ def test_the_vendor_branch_that_set_gems_vendor_is_named_with_why():
                                 "be loaded)."}
     (found,) = hazards.vendor_branch(vendor_doc("ascend", nvidia="False", libcuda="True"))
     assert found["message"].endswith("answers False: the CUDA driver sees no GPU).")
+    (found,) = hazards.vendor_branch(vendor_doc("ascend", nvidia="False"))  # libcuda not recorded
+    assert found["message"].endswith("answers False: the CUDA driver sees no GPU).")
     (found,) = hazards.vendor_branch(vendor_doc("ascend"))
+    assert found["message"].endswith("its Ascend fallback branch.")
+    (found,) = hazards.vendor_branch(vendor_doc("ascend", nvidia="True"))  # set for another reason: none given
     assert found["message"].endswith("its Ascend fallback branch.")
     (found,) = hazards.vendor_branch(vendor_doc("nvidia", nvidia="True"))
     assert found["message"].endswith("its NVIDIA CUDA branch, because its NVIDIA branch found an NVIDIA GPU "
@@ -259,6 +263,7 @@ def test_a_gems_vendor_given_before_torch_fl_wins_and_is_said_so():
                      "message": "GEMS_VENDOR was 'metax' before torch_fl was imported; torch_fl's vendor branches only "
                                 "set it when unset (setdefault), so the value given wins."}
     assert hazards.vendor_branch(vendor_doc(None)) == []
+    assert hazards.vendor_branch(Run({"events": [], "facts": {"torch_fl": {}, "env": {}}})) == []
 
 
 def test_only_torch_fls_own_writes_are_its_vendor_branch_and_only_for_torch_fl():
