@@ -154,3 +154,13 @@ def test_a_probe_patched_and_restored_is_an_attribute_or_a_variable_never_a_save
     for kind, said in (("attr", True), ("env", True), ("saved", False), ("state", False)):
         document = {"events": writes, "probes": [{"name": "p", "kind": kind, "original": True}]}
         assert ("patched-and-restored" in [f["kind"] for f in judge(document)]) is said, kind
+
+
+def test_a_failed_import_without_frames_of_its_own_says_no_place():
+    # importlib raises a missing module from frozen frames, which the probe leaves out
+    from flagos_doctor.probe.findings import judge
+    outcome = {"step": "import no_such_stack", "ok": False, "traceback": [],
+               "error": "ModuleNotFoundError: No module named 'no_such_stack'"}
+    (found,) = [f for f in judge({"events": [], "outcomes": [outcome]}) if f["kind"] == "import-failed"]
+    assert found["message"] == ("import no_such_stack failed: ModuleNotFoundError: No module named 'no_such_stack'. "
+                                + no_cause_words())

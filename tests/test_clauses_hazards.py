@@ -125,6 +125,12 @@ def test_a_triton_read_without_one_active_backend_says_triton_would_have_no_driv
            "have no driver (0 backends active) (evaluated here" in found["message"]
 
 
+def test_a_triton_read_whose_active_backends_were_not_recorded_counts_none():
+    triton = dict(kind="triton-driver", evaluated=True, answer=False, is_active={})
+    (found,) = latent([entry(50, file="triton/backends/nvidia/driver.py", **triton)])
+    assert "Triton would have no driver (0 backends active)" in found["message"]
+
+
 def test_what_cannot_be_evaluated_says_why_or_that_there_is_no_record():
     (found,) = latent([entry(20, kind="other", evaluated=False, why="the source cannot be read (OSError)")],
                       events=[WRITE, read(4, 20)])
@@ -162,6 +168,9 @@ def test_a_registered_device_with_none_is_one_error_naming_why():
     assert found["message"].endswith("has no flagos device (the CUDA driver finds no NVIDIA GPU).")
     (found,) = hazards.no_device(Run({"facts": facts()}))
     assert found["message"].endswith("has no flagos device.") and found["events"] == []
+    gpu = {"libcuda": {"ok": True, "repr": "True"}, "is_nvidia_cuda_available": {"ok": True, "repr": "True"}}
+    (found,) = hazards.no_device(Run({"facts": facts(torch_fl=gpu)}))  # CUDA works: no reason of its own
+    assert found["message"].endswith("has no flagos device.")
 
 
 def test_a_device_count_that_is_not_zero_or_not_known_or_no_device_registered_is_no_finding():
