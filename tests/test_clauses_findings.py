@@ -164,3 +164,57 @@ def test_a_failed_import_without_frames_of_its_own_says_no_place():
     (found,) = [f for f in judge({"events": [], "outcomes": [outcome]}) if f["kind"] == "import-failed"]
     assert found["message"] == ("import no_such_stack failed: ModuleNotFoundError: No module named 'no_such_stack'. "
                                 + no_cause_words())
+
+
+# The stale-guard rule's two ways in (a saved original, or answers that differ), on a
+# document written out here: the stack's redirect, then its own guard reading it.
+
+GUARDED = "torch.cuda.is_available"
+
+
+def guard_document(call=("True",), original_call=("False",), saved=False, value=True):
+    write = {"seq": 2, "kind": "write", "probe": GUARDED, "writer_known": True, "step": "import stack",
+             "phase": "stack/compat.py:_redirect", "where": {"file": "stack/compat.py", "line": 10, "function": "_redirect"},
+             "value": {"repr": "<function yes>", "defined_at": "stack/compat.py:3"}}
+    read = {"seq": 3, "kind": "read", "probe": GUARDED, "saw": 2, "step": "import stack", "phase": "stack/guard.py:_guard",
+            "where": {"file": "stack/guard.py", "line": 20, "function": "_guard"}}
+    if value:
+        read["value"] = {"repr": "<function yes>", "defined_at": "stack/compat.py:3"}
+    probe = {"name": GUARDED, "final": {"repr": "<function yes>", "defined_at": "stack/compat.py:3"}}
+    for key, answer in (("call", call), ("original_call", original_call)):
+        if answer:
+            probe[key] = {"ok": True, "repr": answer[0]}
+    document = {"events": [write, read], "probes": [probe], "saved_originals": []}
+    if saved:
+        document["events"].insert(0, {"seq": 1, "kind": "write", "probe": "torch.cuda._native", "saves": GUARDED,
+                                      "writer_known": True, "where": write["where"], "phase": write["phase"]})
+        document["saved_originals"] = [{"probe": "torch.cuda._native", "saves": GUARDED, "seq": 1, "read": False}]
+    return document
+
+
+def stale_guards(document):
+    from flagos_doctor.probe.findings import judge
+    return [f["message"] for f in judge(document) if f["kind"] == "stale-guard"]
+
+
+def test_a_guard_on_a_redirect_whose_answer_differs_is_stale():
+    assert stale_guards(guard_document()) == [
+        "stack/guard.py:_guard read torch.cuda.is_available at line 20 after stack/compat.py:_redirect (line 10) had "
+        "redirected it; it saw the redirected probe (stack/compat.py:3), which answers True; _guard wrote no watched "
+        "probe after that."]
+
+
+def test_answers_not_both_recorded_cannot_differ():
+    assert stale_guards(guard_document(call=None)) == []
+    assert stale_guards(guard_document(original_call=None)) == []
+    assert stale_guards(guard_document(call=("False",))) == []
+
+
+def test_a_saved_original_makes_the_read_stale_whatever_the_answers():
+    (message,) = stale_guards(guard_document(call=("False",), saved=True))
+    assert message.endswith("The original is saved as torch.cuda._native (#1); read that instead.")
+
+
+def test_a_read_whose_value_was_not_recorded_says_so():
+    (message,) = stale_guards(guard_document(value=False))
+    assert "it saw the redirected probe (None); _guard wrote" in message  # and claims no answer

@@ -199,8 +199,9 @@ def test_the_failures_a_missing_device_explains_are_listed_in_it_not_found_again
     device = {"kind": "no-device", "severity": "error", "events": [1], "message": "No device."}
     failed = {"kind": "exercise-failed", "events": [], "message": "torch.ones failed: RuntimeError: x."}
     driver = {"kind": "triton-driver", "events": [7], "message": "... and 0 Triton backends answered is_active()"}
-    other_driver = {"kind": "triton-driver", "events": [8], "message": "... and 2 Triton backends answered"}
-    stale = {"kind": "stale-guard", "events": [4], "message": "s"}
+    # only a triton-driver finding that no backend would create is a consequence
+    other_driver = {"kind": "triton-driver", "events": [7], "message": "... and 2 Triton backends answered"}
+    stale = {"kind": "stale-guard", "events": [7], "message": "it read ... 0 Triton backends ..."}
     kept = hazards.fold_into_no_device([device, failed, driver, other_driver, stale], {"events": [DRIVER]})
     assert kept == [device, other_driver, stale]
     assert device["events"] == [1, 7]
@@ -260,6 +261,8 @@ def test_the_vendor_branch_that_set_gems_vendor_is_named_with_why():
                                      "(is_nvidia_cuda_available() answers True).")
     (found,) = hazards.vendor_branch(vendor_doc("nvidia", nvidia="False"))
     assert found["message"].endswith("its NVIDIA CUDA branch.")
+    (found,) = hazards.vendor_branch(vendor_doc("metax", nvidia="True"))  # another branch: no NVIDIA reason
+    assert found["message"].endswith("its MetaX branch.")
     (found,) = hazards.vendor_branch(vendor_doc("mthreads"))
     assert found["message"].endswith("its Moore Threads MUSA branch.")
     (found,) = hazards.vendor_branch(vendor_doc("newchip"))
@@ -277,6 +280,9 @@ def test_a_gems_vendor_given_before_torch_fl_wins_and_is_said_so():
 
 def test_only_torch_fls_own_writes_are_its_vendor_branch_and_only_for_torch_fl():
     assert hazards.vendor_branch(vendor_doc("nvidia", file="flag_gems/__init__.py")) == []
+    deleted = vendor_doc("nvidia")
+    deleted.events[0]["kind"] = "delete"
+    assert hazards.vendor_branch(deleted) == []  # torch_fl removing it set no branch
     assert hazards.vendor_branch(Run({"events": vendor_doc("nvidia").events, "facts": {}})) == []
 
 

@@ -273,7 +273,7 @@ def _direct_causes(events: list[dict], failure: dict, decisions: list[dict] | No
         )
         evidence = [read["seq"]] + ([write["seq"]] if write else []) + ([driver["seq"]] if driver else [])
         out.append({
-            "probe": read["probe"], "read": read["seq"], "reader": _frame(read.get("where")),
+            "probe": read["probe"], "read": read["seq"], "reader": _frame(read["where"]),
             "write": write["seq"] if write else None, "writer": _frame(writer) if writer else None,
             "answer": answer.get("repr"), "original_answer": original.get("repr"),
             "frame": _frame(frame), "how": how, "branch": branch, "fix": fix,
@@ -362,13 +362,13 @@ def _chain_cause(read, write, entry, symptom, failure, saved) -> dict:
     chain = [
         {"step": "redirect", "event": (write or {}).get("seq"), "where": _frame(writer) if writer else None,
          "answer": answer, "original_answer": original},
-        {"step": "guard", "event": read["seq"], "where": _frame(read.get("where")), "branch": took},
+        {"step": "guard", "event": read["seq"], "where": _frame(read["where"]), "branch": took},
         {"step": "skipped", "lines": decision["skipped"]["lines"],
          "writes": [w["name"] for w in decision["skipped"]["writes"]]},
         {"step": "symptom", "frame": _frame(frame), "uses": used["name"], "how": how},
     ]
     return {
-        "probe": read["probe"], "read": read["seq"], "reader": _frame(read.get("where")),
+        "probe": read["probe"], "read": read["seq"], "reader": _frame(read["where"]),
         "write": (write or {}).get("seq"), "writer": _frame(writer) if writer else None,
         "answer": answer, "original_answer": original, "frame": _frame(frame), "how": "skipped-write",
         "branch": took, "fix": fix, "chain": chain, "message": message,
@@ -388,7 +388,5 @@ def _what(step: str | None) -> str:
     return step[len("exercise: "):] if step.startswith("exercise: ") else step
 
 
-def _frame(where: dict | None) -> dict | None:
-    if not where:
-        return None
+def _frame(where: dict) -> dict:
     return {"file": where.get("file"), "line": where.get("line"), "function": where.get("function")}
