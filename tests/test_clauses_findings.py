@@ -218,3 +218,41 @@ def test_a_saved_original_makes_the_read_stale_whatever_the_answers():
 def test_a_read_whose_value_was_not_recorded_says_so():
     (message,) = stale_guards(guard_document(value=False))
     assert "it saw the redirected probe (None); _guard wrote" in message  # and claims no answer
+
+
+def test_a_guard_on_a_redirect_that_raises_claims_no_answer():
+    document = guard_document()
+    document["probes"][0]["call"] = {"ok": False, "repr": "RuntimeError: no driver"}
+    (message,) = stale_guards(document)
+    assert "it saw the redirected probe (stack/compat.py:3); _guard wrote" in message
+
+
+def writers_document(final=None, kind="attr"):
+    events = [{"seq": n, "kind": "write", "probe": "p", "value": {"repr": value}, "phase": "import s",
+               "where": {"file": f"s/{name}.py", "line": n, "function": name}}
+              for n, name, value in ((1, "first", "'a'"), (2, "second", "'b'"))]
+    probe = {"name": "p", "kind": kind, "original": False}
+    if final:
+        probe["final"] = {"repr": final}
+    return {"events": events, "probes": [probe]}
+
+
+def multiple_writers(document):
+    from flagos_doctor.probe.findings import judge
+    return [f["message"] for f in judge(document) if f["kind"] == "multiple-writers"]
+
+
+def test_the_last_writer_wins_with_the_final_value_else_the_last_write():
+    (message,) = multiple_writers(writers_document(final="'c'"))
+    assert message == ("p was written by 2 writers: s/first.py:first (line 1) -> s/second.py:second (line 2); "
+                       "the last one wins: 'c'.")
+    (message,) = multiple_writers(writers_document())
+    assert message.endswith("the last one wins: 'b'.")
+    # a saved original is set, read back and deleted by design: never several writers
+    assert multiple_writers(writers_document(kind="saved")) == []
+
+
+def test_a_probe_without_a_recorded_answer_disagrees_with_nothing():
+    from flagos_doctor.probe.findings import judge
+    probe = {"name": "torch.cuda.is_available", "original_call": {"ok": True, "repr": "False"}}
+    assert [f for f in judge({"events": [], "probes": [probe]}) if f["kind"] == "probe-disagreement"] == []
