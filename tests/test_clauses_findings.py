@@ -256,3 +256,61 @@ def test_a_probe_without_a_recorded_answer_disagrees_with_nothing():
     from flagos_doctor.probe.findings import judge
     probe = {"name": "torch.cuda.is_available", "original_call": {"ok": True, "repr": "False"}}
     assert [f for f in judge({"events": [], "probes": [probe]}) if f["kind"] == "probe-disagreement"] == []
+
+
+def test_only_writes_after_the_read_in_the_guards_own_phase_are_what_it_wrote_after():
+    document = guard_document()
+    phase = "stack/guard.py:_guard"
+    document["events"] += [
+        {"seq": 4, "kind": "read", "probe": "torch.cuda.device_count", "phase": phase, "where": {}},  # a read
+        {"seq": 5, "kind": "write", "probe": "torch.device", "phase": "stack/other.py:_later", "where": {}}]  # elsewhere
+    document["events"].insert(0, {"seq": 1, "kind": "write", "probe": "torch.device", "phase": phase, "where": {}})  # before
+    (message,) = stale_guards(document)
+    assert "; _guard wrote no watched probe after that." in message
+
+
+def test_a_decision_entry_without_its_decision_says_no_branch():
+    document = guard_document()
+    document["facts"] = {"decisions": [{"probe": GUARDED, "file": "stack/guard.py", "line": 20, "saw": 2,
+                                        "original_answer": {"ok": True, "repr": "False"},
+                                        "replaced_answer": {"ok": True, "repr": "True"}}]}
+    (message,) = stale_guards(document)
+    assert "; _guard wrote no watched probe after that." in message
+
+
+def test_a_child_that_died_before_any_phase_died_during_start_up():
+    from flagos_doctor.probe.findings import judge
+    (crash,) = judge({"events": [], "outcome": "crashed", "interrupted": {"reason": "killed by SIGSEGV"}})
+    assert crash["message"].startswith("The child died (killed by SIGSEGV) during phase 'start-up'. Events up to")
+
+
+def test_the_alias_evidence_names_the_first_rename_only():
+    from flagos_doctor.probe.findings import judge
+    renames = [{"seq": n, "kind": "write", "probe": "PrivateUse1 backend name", "where": {}} for n in (1, 2)]
+    (found,) = [f for f in judge({"events": renames, "facts": alias_facts()}) if f["kind"] == "alias-missing"]
+    assert found["events"] == [1]
+
+
+def test_a_triton_driver_chosen_without_cuda_is_said_only_for_nvidias():
+    from flagos_doctor.probe.findings import judge
+
+    def drivers(active):
+        event = {"seq": 1, "kind": "read", "probe": "triton.runtime.driver.active", "creates_driver": True,
+                 "where": {"file": "t.py", "line": 1, "function": "f"}, "active_backends": active,
+                 "is_active": {name: True for name in active}}
+        facts = {"native_cuda_available": {"ok": True, "repr": "False"}}
+        return [f["message"] for f in judge({"events": [event], "facts": facts}) if f["kind"] == "triton-driver"]
+
+    assert "Triton chose NVIDIA's driver" in drivers(["nvidia"])[0]
+    assert drivers(["amd"]) == []
+
+
+def test_a_failed_step_is_explained_through_the_frames_of_its_chained_errors():
+    from flagos_doctor.probe.findings import judge
+    document = guard_document()
+    document["outcomes"] = [{"step": "import stack", "ok": False, "error": "RuntimeError: x", "traceback": [],
+                             "causes": [{"error": "OSError: y", "at": {"file": "stack/guard.py", "line": 21,
+                                                                      "function": "_guard"}}]}]
+    document["probes"][0]["original_call"] = {"ok": True, "repr": "False"}
+    document["events"][1].update(answer={"ok": True, "repr": "True"}, original_answer={"ok": True, "repr": "False"})
+    assert [f["kind"] for f in judge(document)][:2] == ["failure-cause", "import-failed"]
