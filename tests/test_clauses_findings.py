@@ -314,3 +314,10 @@ def test_a_failed_step_is_explained_through_the_frames_of_its_chained_errors():
     document["probes"][0]["original_call"] = {"ok": True, "repr": "False"}
     document["events"][1].update(answer={"ok": True, "repr": "True"}, original_answer={"ok": True, "repr": "False"})
     assert [f["kind"] for f in judge(document)][:2] == ["failure-cause", "import-failed"]
+
+
+def test_a_guard_read_before_a_crash_is_judged_without_a_final_value():
+    document = guard_document()
+    del document["probes"][0]["final"]  # the child died before its final state
+    (message,) = stale_guards(document)
+    assert "it saw the redirected probe (stack/compat.py:3); _guard wrote" in message
