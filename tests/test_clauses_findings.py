@@ -14,6 +14,8 @@ import os
 import pytest
 
 from conftest import FIXTURES, run_cli
+from flagos_doctor.probe import causes
+from flagos_doctor.probe.findings import judge
 
 STACKS = os.path.join(FIXTURES, "probe_stacks")
 
@@ -82,7 +84,6 @@ def alias_facts(**more):
 
 
 def alias_findings(facts):
-    from flagos_doctor.probe.findings import judge
     return [f for f in judge({"events": [], "facts": facts}) if f["kind"] == "alias-missing"]
 
 
@@ -115,7 +116,6 @@ def test_what_was_not_recorded_owes_nothing():
 
 def test_a_document_without_facts_is_judged_by_the_rules_that_need_none():
     # a child that died before its final state records no facts: its crash is still said
-    from flagos_doctor.probe.findings import judge
     document = {"events": [{"seq": 1, "kind": "read", "probe": "triton.runtime.driver.active", "creates_driver": True,
                             "where": {"file": "x.py", "line": 1, "function": "f"}, "active_backends": [],
                             "is_active": {}}],
@@ -124,7 +124,6 @@ def test_a_document_without_facts_is_judged_by_the_rules_that_need_none():
 
 
 def test_an_exercise_failure_is_info_only_where_nothing_could_run():
-    from flagos_doctor.probe.findings import judge
     failed = [{"step": "exercise: a tensor on cuda", "ok": False, "error": "RuntimeError: x",
                "traceback": [{"file": "t.py", "line": 2, "function": "f"}]}]
 
@@ -134,20 +133,14 @@ def test_an_exercise_failure_is_info_only_where_nothing_could_run():
 
     # no device registered and no CUDA: nothing to exercise on this machine
     assert severity({"native_cuda_available": {"ok": True, "repr": "False"}}) == (
-        "info", "a tensor on cuda failed: RuntimeError: x (raised in t.py:f, line 2). " + no_cause_words())
+        "info", "a tensor on cuda failed: RuntimeError: x (raised in t.py:f, line 2). " + causes.no_cause({}))
     # CUDA answers (or a device is registered): the failure is worth a look
     assert severity({"native_cuda_available": {"ok": True, "repr": "True"}})[0] == "warning"
     assert severity({"privateuse1": "flagos", "native_cuda_available": {"ok": True, "repr": "False"}})[0] == "warning"
     assert severity({"privateuse1": "privateuseone", "native_cuda_available": {"ok": True, "repr": "False"}})[0] == "info"
 
 
-def no_cause_words() -> str:
-    from flagos_doctor.probe import causes
-    return causes.no_cause({})
-
-
 def test_a_probe_patched_and_restored_is_an_attribute_or_a_variable_never_a_saved_original_or_a_state():
-    from flagos_doctor.probe.findings import judge
     where = {"file": "s.py", "line": 3, "function": "f"}
     writes = [{"seq": n, "kind": kind, "probe": "p", "where": where, "phase": "import s"}
               for n, kind in ((1, "write"), (2, "delete"))]
@@ -158,12 +151,11 @@ def test_a_probe_patched_and_restored_is_an_attribute_or_a_variable_never_a_save
 
 def test_a_failed_import_without_frames_of_its_own_says_no_place():
     # importlib raises a missing module from frozen frames, which the probe leaves out
-    from flagos_doctor.probe.findings import judge
     outcome = {"step": "import no_such_stack", "ok": False, "traceback": [],
                "error": "ModuleNotFoundError: No module named 'no_such_stack'"}
     (found,) = [f for f in judge({"events": [], "outcomes": [outcome]}) if f["kind"] == "import-failed"]
     assert found["message"] == ("import no_such_stack failed: ModuleNotFoundError: No module named 'no_such_stack'. "
-                                + no_cause_words())
+                                + causes.no_cause({}))
 
 
 # The stale-guard rule's two ways in (a saved original, or answers that differ), on a
@@ -193,7 +185,6 @@ def guard_document(call=("True",), original_call=("False",), saved=False, value=
 
 
 def stale_guards(document):
-    from flagos_doctor.probe.findings import judge
     return [f["message"] for f in judge(document) if f["kind"] == "stale-guard"]
 
 
@@ -238,7 +229,6 @@ def writers_document(final=None, kind="attr"):
 
 
 def multiple_writers(document):
-    from flagos_doctor.probe.findings import judge
     return [f["message"] for f in judge(document) if f["kind"] == "multiple-writers"]
 
 
@@ -253,7 +243,6 @@ def test_the_last_writer_wins_with_the_final_value_else_the_last_write():
 
 
 def test_a_probe_without_a_recorded_answer_disagrees_with_nothing():
-    from flagos_doctor.probe.findings import judge
     probe = {"name": "torch.cuda.is_available", "original_call": {"ok": True, "repr": "False"}}
     assert [f for f in judge({"events": [], "probes": [probe]}) if f["kind"] == "probe-disagreement"] == []
 
@@ -279,20 +268,17 @@ def test_a_decision_entry_without_its_decision_says_no_branch():
 
 
 def test_a_child_that_died_before_any_phase_died_during_start_up():
-    from flagos_doctor.probe.findings import judge
     (crash,) = judge({"events": [], "outcome": "crashed", "interrupted": {"reason": "killed by SIGSEGV"}})
     assert crash["message"].startswith("The child died (killed by SIGSEGV) during phase 'start-up'. Events up to")
 
 
 def test_the_alias_evidence_names_the_first_rename_only():
-    from flagos_doctor.probe.findings import judge
     renames = [{"seq": n, "kind": "write", "probe": "PrivateUse1 backend name", "where": {}} for n in (1, 2)]
     (found,) = [f for f in judge({"events": renames, "facts": alias_facts()}) if f["kind"] == "alias-missing"]
     assert found["events"] == [1]
 
 
 def test_a_triton_driver_chosen_without_cuda_is_said_only_for_nvidias():
-    from flagos_doctor.probe.findings import judge
 
     def drivers(active):
         event = {"seq": 1, "kind": "read", "probe": "triton.runtime.driver.active", "creates_driver": True,
@@ -306,7 +292,6 @@ def test_a_triton_driver_chosen_without_cuda_is_said_only_for_nvidias():
 
 
 def test_a_failed_step_is_explained_through_the_frames_of_its_chained_errors():
-    from flagos_doctor.probe.findings import judge
     document = guard_document()
     document["outcomes"] = [{"step": "import stack", "ok": False, "error": "RuntimeError: x", "traceback": [],
                              "causes": [{"error": "OSError: y", "at": {"file": "stack/guard.py", "line": 21,
