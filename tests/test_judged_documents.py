@@ -19,6 +19,7 @@ import os
 import pytest
 
 from conftest import REPO_ROOT
+from test_probe import line_of
 
 JUDGED = os.path.join(REPO_ROOT, "tests", "golden", "judged")
 H200 = os.path.join(REPO_ROOT, "surveys", "h200")
@@ -126,19 +127,13 @@ def _finding(name: str, kind: str) -> dict:
     return found
 
 
-def _line_of(text: str) -> int:
-    path = os.path.join(REPO_ROOT, "tests", "fixtures", "probe_stacks", "guardforms", "__init__.py")
-    with open(path, encoding="utf-8") as handle:
-        return next(n for n, line in enumerate(handle, start=1) if text in line)
-
-
 def test_a_stale_guard_says_what_the_guard_did_after_the_read_in_each_form():
     # by hand, from tests/fixtures/probe_stacks/guardforms: what each guard's source does
-    guard = _line_of("    if not torch.cuda.is_available():")
+    guard = line_of("guardforms", "    if not torch.cuda.is_available():")
     assert _finding("guardforms-skip", "stale-guard")["message"].endswith(
         f"which answers True; so it skipped the branch of `if not torch.cuda.is_available():` (line {guard})."
         " The original is saved as torch.cuda._guardforms_native_is_available (#1); read that instead.")
-    body = _line_of('USE_CUDA = "cuda"')
+    body = line_of("guardforms", 'USE_CUDA = "cuda"')
     guard = body - 1  # the if above it
     assert f"so it took the branch of `if torch.cuda.is_available():` (line {guard}) into line {body}: " \
            '`USE_CUDA = "cuda"`.' in _finding("guardforms-into", "stale-guard")["message"]
@@ -146,11 +141,11 @@ def test_a_stale_guard_says_what_the_guard_did_after_the_read_in_each_form():
         _finding("guardforms-plain", "stale-guard")["message"]
     # it wrote after the read: nothing more is said of what it did; and it redirected the probe
     # again, so what it saw is no longer what the probe answers now: no answer is claimed
-    assert "it saw the redirected probe (guardforms/__init__.py:" + str(_line_of("def _always_yes")) + \
+    assert "it saw the redirected probe (guardforms/__init__.py:" + str(line_of("guardforms", "def _always_yes")) + \
         "). The original is saved" in _finding("guardforms-then-write", "stale-guard")["message"]
     # the module's own top-level code is no function that could have written more: nothing is said
     assert _finding("guardforms-module-level", "stale-guard")["message"].startswith(
-        f"guardforms/__init__.py:<module> read torch.cuda.is_available at line {_line_of('        USE_CUDA = torch.cuda.is_available()')}"
+        f"guardforms/__init__.py:<module> read torch.cuda.is_available at line {line_of('guardforms', '        USE_CUDA = torch.cuda.is_available()')}"
         " after guardforms/__init__.py:_redirect")
     assert "which answers True. The original is saved" in _finding("guardforms-module-level", "stale-guard")["message"]
     # the answer alone does not decide `if torch.cuda.is_available() and os.environ.get(...)`: no branch is claimed
@@ -161,7 +156,7 @@ def test_a_stale_guard_says_what_the_guard_did_after_the_read_in_each_form():
 def test_a_guard_read_in_one_step_is_not_blamed_for_a_raise_in_a_later_one():
     first, later = (f["message"] for f in _load(os.path.join(JUDGED, "guardforms-raise-later.json"))["findings"]
                     if f["kind"] == "stale-guard")
-    guard = _line_of("if raise_now:") - 1  # the if above it
+    guard = line_of("guardforms", "if raise_now:") - 1  # the if above it
     assert f"so it took the branch of `if torch.cuda.is_available():` (line {guard}) into line {guard + 1}: " \
            "`if raise_now:`." in first
     assert "then it raised RuntimeError: guardforms: the second call raises, which failed import guardforms.late." \
@@ -170,7 +165,7 @@ def test_a_guard_read_in_one_step_is_not_blamed_for_a_raise_in_a_later_one():
 
 def test_a_failed_import_names_the_error_it_was_raised_from():
     message = _finding("guardforms-chained", "import-failed")["message"]
-    raised = _line_of('raise RuntimeError("guardforms: the CUDA runtime')
+    raised = line_of("guardforms", 'raise RuntimeError("guardforms: the CUDA runtime')
     assert message.startswith("import guardforms failed: RuntimeError: guardforms: the CUDA runtime the guard chose "
                               f"is unusable (raised in guardforms/__init__.py:_check_runtime, line "
                               f"{raised}). Caused by: AssertionError: Torch not compiled "
