@@ -115,6 +115,8 @@ def test_the_rest_of_a_test_is_its_other_operands_or_the_rest_of_the_test():
     assert rest("if (:", PROBE) == "the rest of the test"
     # only a call of the probe's own name is the read
     assert rest("if is_available and x.is_available():", PROBE) == "`is_available`"
+    assert rest("if torch.cuda.is_available() and torch.cuda.device_count() > 1:", PROBE) == \
+        "`torch.cuda.device_count() > 1`"
 
 
 def test_a_triton_read_without_one_active_backend_says_triton_would_have_no_driver():
@@ -225,6 +227,15 @@ def test_a_driver_finding_without_its_event_stays_and_no_consequence_says_none()
                                       "device here: survey on a machine that has one.")
 
 
+def test_what_creating_the_driver_raised_is_its_first_line_cut_at_120_characters():
+    device = {"kind": "no-device", "events": [1], "message": "No device."}
+    driver = {"kind": "triton-driver", "events": [7], "message": "0 Triton backends"}
+    long = {**DRIVER, "raised": "RuntimeError: " + "x" * 200 + "\nsecond line"}
+    hazards.fold_into_no_device([device, driver], {"events": [long]})
+    said = device["message"].split("creating it raised ")[1].split(")")[0]
+    assert said == "RuntimeError: " + "x" * 103 + "..." and len(said) == 120
+
+
 def test_without_a_missing_device_nothing_is_folded():
     found = [{"kind": "exercise-failed", "events": [], "message": "x."}]
     assert hazards.fold_into_no_device(found, {"events": []}) == found
@@ -284,6 +295,12 @@ def test_only_torch_fls_own_writes_are_its_vendor_branch_and_only_for_torch_fl()
     deleted.events[0]["kind"] = "delete"
     assert hazards.vendor_branch(deleted) == []  # torch_fl removing it set no branch
     assert hazards.vendor_branch(Run({"events": vendor_doc("nvidia").events, "facts": {}})) == []
+    # a write from C (setenv) has no writer and no file: not torch_fl's, and no stop
+    unknown = vendor_doc("metax", file=None)
+    assert hazards.vendor_branch(unknown) == []
+    unknown.events.insert(0, vendor_doc("ascend").events[0])
+    (found,) = hazards.vendor_branch(unknown)
+    assert found["message"].startswith("torch_fl set GEMS_VENDOR='ascend'")
 
 
 def test_the_hazard_rules_run_through_judge_and_their_folds_apply():

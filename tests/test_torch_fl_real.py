@@ -173,6 +173,22 @@ def test_a_preset_gems_vendor_is_said_to_win(site, tmp_path):
     assert not [e for e in document["events"] if e["probe"] == "$GEMS_VENDOR" and e["kind"] == "write"]
 
 
+def test_a_gems_vendor_rewritten_from_c_after_torch_fl_keeps_torch_fls_branch(site, tmp_path):
+    # A write with no writer (libc setenv, seen at the step's end) has no file: the vendor
+    # rule once stopped the whole probe on it (an internal error instead of a document).
+    out = tmp_path / "probe.json"
+    stacks = os.path.join(os.path.dirname(__file__), "fixtures", "probe_stacks")
+    done = run_with(site, "probe", "--stack", "torch_fl", "--import", "csetenv", "--no-exercise", "--json", str(out),
+                    "--quiet", PYTHONPATH=os.pathsep.join([site, stacks]))
+    assert "internal error" not in done.stderr
+    document = json.loads(out.read_text())
+    writes = [e for e in document["events"] if e["probe"] == "$GEMS_VENDOR" and e["kind"] == "write"]
+    assert [(w["writer_known"], w["value"]["repr"]) for w in writes] == [(True, "'ascend'"), (False, "'metax'")]
+    assert writes[1]["where"]["file"] is None
+    (finding,) = [f for f in document["findings"] if f["kind"] == "vendor-branch"]
+    assert finding["message"].startswith("torch_fl set GEMS_VENDOR='ascend' in torch_fl/__init__.py:")
+
+
 def test_decisions_read_from_torch_fls_own_guards(source):
     path, text = source
     # the cuda-alias guard: `if torch.cuda.is_available(): return`

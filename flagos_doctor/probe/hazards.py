@@ -185,8 +185,9 @@ def vendor_branch(run: Run) -> list[dict]:
     document, facts = run.document, run.facts
     if "torch_fl" not in facts:
         return []
+    # (a write by C code, setenv, is seen at a step's end with no writer: its file is None)
     writes = [e for e in document.get("events", []) if e["probe"] == "$GEMS_VENDOR" and e["kind"] == "write"
-              and (e.get("where") or {}).get("file", "").startswith("torch_fl/")]
+              and (e["where"].get("file") or "").startswith("torch_fl/")]
     env = (facts.get("env") or {}).get("GEMS_VENDOR") or {}
     if not writes:
         if env.get("original"):
