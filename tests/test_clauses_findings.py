@@ -306,3 +306,61 @@ def test_a_guard_read_before_a_crash_is_judged_without_a_final_value():
     del document["probes"][0]["final"]  # the child died before its final state
     (message,) = stale_guards(document)
     assert "it saw the redirected probe (stack/compat.py:3); _guard wrote" in message
+
+
+def test_a_driver_a_failure_cause_names_is_said_there_unless_no_backend_answered():
+    from flagos_doctor.probe.findings import _drop_explained_drivers
+
+    cause = {"kind": "failure-cause", "events": [2, 7]}
+    named = {"kind": "triton-driver", "events": [7], "message": "Triton chose NVIDIA's driver ..."}
+    none_active = {"kind": "triton-driver", "events": [7], "message": "... and 0 Triton backends answered is_active()"}
+    elsewhere = {"kind": "triton-driver", "events": [9], "message": "Triton chose NVIDIA's driver ..."}
+    bare = {"kind": "triton-driver", "events": [], "message": "Triton chose NVIDIA's driver ..."}
+    assert _drop_explained_drivers([cause, named, none_active, elsewhere, bare]) == [cause, none_active, elsewhere, bare]
+
+
+def restored_document(*writes):
+    """A probe written by ``writes`` ((seq, kind, file, line)) and back to its original at the end."""
+    events = [{"seq": seq, "kind": kind, "probe": "p", "phase": "import s", "value": None if kind == "delete" else {"repr": "1"},
+               "where": {"file": file, "line": line, "function": file and "patch"}} for seq, kind, file, line in writes]
+    return {"events": events, "probes": [{"name": "p", "kind": "attr", "original": True}]}
+
+
+def test_a_patch_and_its_undo_name_each_writers_lines_once():
+    # a setattr helper patches and restores from one line; a dict write has no writer, no line
+    document = restored_document((1, "write", "s/h.py", 4), (2, "write", "s/h.py", 4), (3, "write", "s/h.py", 9),
+                                 (4, "write", None, None))
+    (found,) = [f for f in judge(document) if f["kind"] == "patched-and-restored"]
+    assert found["message"] == ("p was patched and restored by s/h.py:patch (lines 4, 9), an unknown writer "
+                                "(4 writes, during import s); its final value is the original.")
+
+
+def test_a_guard_raised_only_where_a_frame_of_its_own_function_in_its_own_file_failed_the_step():
+    def said(*frames):
+        document = guard_document()
+        document["outcomes"] = [{"step": "import stack", "ok": False, "error": "RuntimeError: boom",
+                                 "traceback": [{"file": f, "function": fn, "line": 1} for f, fn in frames]}]
+        (message,) = stale_guards(document)
+        return message
+
+    assert said(("stack/__init__.py", "<module>"), ("stack/guard.py", "_guard")).endswith(
+        "which answers True; then it raised RuntimeError: boom, which failed import stack.")
+    # the same file's module code, or a function of that name in another file, is not the guard
+    for frames in ((("stack/guard.py", "<module>"),), (("other/guard.py", "_guard"),)):
+        assert said(*frames).endswith("which answers True; _guard wrote no watched probe after that."), frames
+
+
+def test_a_redirect_that_is_not_a_python_function_is_named_by_its_repr():
+    document = guard_document()
+    document["events"][1]["value"] = {"repr": "functools.partial(<built-in function bool>, 1)", "defined_at": None}
+    (message,) = stale_guards(document)
+    assert "it saw the redirected probe (functools.partial(<built-in function bool>, 1))" in message
+
+
+def test_several_writers_of_a_probe_deleted_at_the_end():
+    document = restored_document((1, "write", "s/a.py", 3), (2, "delete", "s/b.py", 7))
+    document["probes"][0].update(original=False, final=None)
+    (found,) = [f for f in judge(document) if f["kind"] == "multiple-writers"]
+    assert found["severity"] == "warning"  # a value, then none: not the same value
+    assert found["message"] == ("p was written by 2 writers: s/a.py:patch (line 3) -> s/b.py:patch (line 7); "
+                                "at the end it is absent.")

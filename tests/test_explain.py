@@ -151,6 +151,18 @@ def test_the_watched_compile_prints_what_it_prints_unwatched(seed_run):
     assert program_stderr.splitlines()[-1] == bare.stderr.splitlines()[-1] and link
 
 
+def test_a_program_leaving_by_os_exit_keeps_the_stale_guard_its_events_show(tmp_path):
+    # No exit hooks, so no final state (no probes' answers, no decisions): the seed's stale
+    # guard is found from the saved original and the read alone, with nothing claimed of its branch.
+    done, document = explain(tmp_path, "python", "-c", "import os, seedbug; os._exit(3)", env=SEED_ENV)
+    assert done.returncode == 3 and document["facts"] == {} and not document["program"]["finished"]
+    (stale,) = [f for f in document["findings"] if f["kind"] == "stale-guard"]
+    assert stale["message"].endswith(
+        "it saw the redirected probe (seedbug/device.py:4). The original is saved as "
+        "torch.cuda._seed_native_is_available (#5); read that instead.")
+    assert "stale-guard" in done.stderr
+
+
 def test_the_fixed_stack_fails_without_a_cause(tmp_path):
     repro = os.path.join(EXPLAIN, "seed_repro.py")
     done, document = explain(tmp_path, "python", repro, "seedreplica_fixed", options=("--stack", "seedreplica_fixed"),

@@ -322,9 +322,11 @@ def _multiple_writers(run: Run) -> list[dict]:
             continue
         values = {(e.get("value") or {}).get("repr") for e in writes}
         chain = " -> ".join(f"{label(e['where'])}" + (f" (line {e['where']['line']})" if e["where"].get("line") else "") for e in writers)
-        final = (probe.get("final") or {}).get("repr") or (writes[-1].get("value") or {}).get("repr")
+        # (a document cut short by a crash may have no final state: the last write's value then)
+        final = probe["final"] if "final" in probe else writes[-1].get("value")
+        wins = f"the last one wins: {final['repr']}" if final else "at the end it is absent"
         severity = "info" if len(values) == 1 else "warning"
-        message = f"{probe['name']} was written by {len(writers)} writers: {chain}; the last one wins: {final}."
+        message = f"{probe['name']} was written by {len(writers)} writers: {chain}; {wins}."
         if len(values) == 1:
             message += " They all wrote the same value."
         out.append(make_finding("multiple-writers", severity, probe["name"], message, [e["seq"] for e in writes]))
