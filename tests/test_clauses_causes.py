@@ -271,6 +271,30 @@ def test_the_branch_taken_is_said_from_the_decision_else_in_general_words():
     assert causes.find_causes([REDIRECT, no], FAILURE)[0]["branch"] == "took the branch that answer leads to"
 
 
+def test_a_decision_of_another_line_never_says_this_reads_branch_or_lines():
+    elsewhere = decision(at("stack/guard.py", 30, "_check"), statement="if other():", statement_line=30,
+                         now="line 31: `y = 2`", taken_lines=[31, 31])
+    own = decision(statement="if torch.cuda.is_available():", statement_line=18, now="line 19: `x = 1`",
+                   taken_lines=[19, 20])
+    (cause,) = causes.find_causes([REDIRECT, read()], FAILURE, [elsewhere, own])  # the frame failed at line 20
+    assert cause["branch"] == "took the branch of `if torch.cuda.is_available():` (line 18) into line 19: `x = 1`"
+
+
+def test_only_is_available_answering_true_is_the_cuda_branch_and_is_active_only_in_a_triton_backend():
+    other_question = read(probe="torch.cuda.is_bf16_supported")
+    assert causes.find_causes([REDIRECT, other_question], FAILURE)[0]["branch"] == "took the branch that answer leads to"
+    own_is_active = read(where=at("stack/guard.py", 18, "is_active"))
+    (cause,) = causes.find_causes([REDIRECT, own_is_active], {**FAILURE, "traceback": [at("stack/guard.py", 20, "is_active")]})
+    assert cause["branch"] == "took the CUDA branch"
+
+
+def test_a_driver_created_in_an_earlier_step_is_not_this_reads():
+    earlier = driver(seq=0, step="import torch")  # nvidia active there
+    (cause,) = causes.find_causes([earlier, REDIRECT, read(seq=4, step="exercise: torch.compile", **TRITON_READ)],
+                                  TRITON_FAILURE)
+    assert cause["events"] == [1, 4] and cause["branch"] == "Triton's nvidia backend answered is_active() True"
+
+
 def test_a_long_error_is_cut_to_its_first_line_of_200_characters():
     long = {**FAILURE, "error": "E" * 250}
     (cause,) = causes.find_causes([REDIRECT, read()], long)
@@ -341,6 +365,11 @@ def test_a_frame_running_the_stock_function_is_a_use_and_a_method_is_matched_as_
     assert cause["chain"][3]["how"] == "used torch.Tensor.cuda (`y = x.cuda()`)"
     named_only = {**LATE, "traceback": [at("user/run.py", 3, "main", "f = Tensor.cuda")]}
     assert causes.find_chains([REDIRECT, read()], named_only, [with_method]) == []
+
+
+def test_a_function_of_the_stock_name_in_another_file_is_no_use():
+    namesake = {**LATE, "traceback": [at("user/run.py", 3, "main", "go()"), at("user/mine.py", 7, "device")]}
+    assert causes.find_chains([REDIRECT, read()], namesake, [CHAIN_DECISION]) == []
 
 
 def test_the_innermost_frame_that_used_a_skipped_write_is_the_symptom():
