@@ -145,6 +145,23 @@ def test_a_case_poisoned_by_an_earlier_case_names_it_and_the_culprit_carries_the
     assert told in (tmp_path / "compare.md").read_text()
 
 
+def test_a_case_meeting_another_cases_sticky_error_in_a_confirmation_pass_is_judged_alone(tmp_path):
+    # neg is WRONG by itself; sign [1d-f32] is WRONG too and leaves its process poisoned.
+    # A repeat pass runs sign [1d-f32] (the slowest) before a neg case in the same worker,
+    # which then reports the illegal memory access: counted, neg would settle ERROR (WRONG
+    # once, ERROR twice), as pow_.Tensor [2d-i64] did in a cold torch_fl run on the H200.
+    doc, done = noise_survey(tmp_path, "pass-poison", "--ops", "sign,neg", "--workers", "1")
+    for profile in ("2d-f32", "1d-f32"):
+        assert case(doc, "neg", profile)["status"] == model.WRONG
+        assert case(doc, "neg", profile)["repeats"] == [model.WRONG] * 3
+    alone = [d["alone"] for p in ("2d-f32", "1d-f32") for d in case(doc, "neg", p)["repeat_details"] if "alone" in d]
+    assert alone and all(a["poison"] == "illegal memory access" and a["after"] >= 1 for a in alone)
+    assert case(doc, "sign", "1d-f32")["status"] == model.WRONG
+    with open(tmp_path / "pass-poison.census", encoding="utf-8") as handle:
+        assert "neg\t1d-f32\tWRONG\tkernel\nneg\t2d-f32\tWRONG\tkernel\n" in handle.read()
+    assert "other case(s) of its worker; alone in a fresh worker: WRONG" in done.stderr
+
+
 def test_a_timeout_spent_compiling_is_never_flaky():
     # A run the compile cap stopped (the compiler's time, not the kernel's answer) is left
     # out of the settling while another run remains; a timeout of running is not.

@@ -64,7 +64,7 @@ FIELDS: dict[str, Field] = {
     "worker": Field((str,), POOL),  # which worker ran it
     "worker_order": Field((int,), POOL),  # its place among that worker's cases
     "repeats": Field((list,), CONFIRM),  # every run's status, the first run's first
-    "repeat_details": Field((list,), CONFIRM),  # each repeat's detail, signal, poison, stopped_in
+    "repeat_details": Field((list,), CONFIRM),  # each repeat's detail, signal, poison, stopped_in, alone
     "baseline": Field((dict,), CONFIRM),  # {status, detail} on the native path
     "first_run": Field((dict,), CONFIRM),  # {status, detail} before confirm or replay changed them
     "replay": Field((dict,), REPLAY),  # {runs, cases, came_back[, known: a culprit the store knew]}

@@ -21,6 +21,17 @@ The repeat passes and the baseline pass run at the same time, each in workers st
 it, at most the run's worker count in all (:func:`confirm`); what each one runs and records
 is what it did one after another.
 
+A pass's worker runs many cases, so a case can meet a sticky error another case of that
+worker left (a kernel writing out of bounds without failing: CUDA says so at the next
+synchronisation, in the next case). A case that reports one after other cases of its
+worker runs again as the first case of a fresh worker, where nothing ran before it, and
+that run is its record in the pass; its ``"alone"`` says what the shared worker's run said
+{``poison``, ``after``: the cases that worker ran before it}. Otherwise which case follows
+the culprit (the order in a pass follows each case's seconds, which a cold run's compiles
+change) would decide its status: on the H200 a cold torch_fl run settled ``pow_.Tensor
+[2d-i64]`` ERROR (WRONG, then twice an illegal memory access) where the warm run found it
+WRONG three times.
+
 Cases whose ``"repeats"`` are complete (or that have a ``"baseline"``) were confirmed by an
 earlier run of the same results file and are left alone. Each pass's records are applied
 in the order the passes had one after another, through the survey's
@@ -44,7 +55,7 @@ from flagos_doctor.survey.pool import Pool, WorkerConfig
 from flagos_doctor.survey.reserve import Reserve
 
 #: Keys of a repeat's record kept beside its status (the first run's details stay on the case).
-_KEPT = ("detail", "signal", "poison")
+_KEPT = ("detail", "signal", "poison", "alone")
 
 
 def to_repeat(finished: dict[str, list[dict]], times: int) -> list[tuple[str, dict]]:
@@ -95,7 +106,35 @@ def run_cases(config: WorkerConfig, workers: int, pairs: list[tuple[str, dict]],
                 slots -= 1
     finally:
         pool.close()
+    if failure is None:
+        _alone_again(config, found, workers, note, reserve, seen)
     return found, failure
+
+
+def _alone_again(config: WorkerConfig, found: dict, workers: int, note=None, reserve=None, seen=None) -> None:
+    """Each case of ``found`` that reported a sticky error after other cases of its worker,
+    run again as the first case of a fresh worker; its record there replaces the one in
+    ``found``, naming in ``alone`` what the pass's run said (module doc)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    again = sorted(key for key, record in found.items()
+                   if record.get("poison") and (record.get("worker_order") or 1) > 1)
+    if not again:
+        return
+    with ThreadPoolExecutor(max_workers=min(len(again), max(1, workers))) as threads:
+        runs = list(threads.map(lambda key: replay.in_fresh_worker(config, [key], reserve=reserve), again))
+    for key, records in zip(again, runs):
+        earlier = found[key]
+        if not records:  # the fresh worker died or hung before the case started: the pass's run stands
+            continue
+        _, record = records[0]
+        record["alone"] = {"poison": earlier["poison"], "after": earlier["worker_order"] - 1}
+        found[key] = record
+        if note:
+            note(f"{key[0]} [{key[1]}]: {earlier['poison']} after {earlier['worker_order'] - 1} other case(s) of its "
+                 f"worker; alone in a fresh worker: {record['status']}")
+        if seen:
+            seen(key, record)
 
 
 def _plan_repeats(finished: dict[str, list[dict]], times: int) -> list[list[tuple[str, dict]]]:

@@ -83,33 +83,39 @@ def earlier_cases(finished: dict[str, list[dict]], case: dict) -> list[Case]:
     return [(name, profile) for _, name, profile in sorted(found)]
 
 
-def replay(config: WorkerConfig, sequence: list[Case], slot: int = 0, reserve=None) -> bool:
+def in_fresh_worker(config: WorkerConfig, sequence: list[Case], slot: int = 0, reserve=None) -> list[tuple]:
     """Run ``sequence`` in order in one fresh worker (one started ahead by ``reserve``, a
-    :class:`~flagos_doctor.survey.reserve.Reserve`, when it has one); True when a case of it
-    reported a sticky error (the error came back). A worker that cannot start, crashes or
-    hangs ends the replay: False."""
+    :class:`~flagos_doctor.survey.reserve.Reserve`, when it has one), up to the first case
+    that reports a sticky error; each case's (overload, record). A worker that cannot
+    start, crashes or hangs ends the run there."""
     folder = scratch.create()
     worker = None
-    poisoned = []
+    records: list[tuple] = []
     try:
         worker = reserve.take() if reserve is not None else None
         if worker is None:
             worker = WorkerProcess(dataclasses.replace(config, scratch=folder), slot)
 
         def seen(event) -> None:
-            if event.kind == "case" and event.data.get("poison"):
-                poisoned.append((event.overload, event.data["profile"]))
+            if event.kind == "case":
+                records.append((event.overload, event.data))
 
         for name, profile in sequence:
-            if worker.attempt(name, [profile], seen) != "done" or poisoned:
+            if worker.attempt(name, [profile], seen) != "done" or any(r.get("poison") for _, r in records):
                 break
     except StackFailed:
-        return False
+        pass
     finally:
         if worker is not None:
             worker.close()
         shutil.rmtree(folder, ignore_errors=True)
-    return bool(poisoned)
+    return records
+
+
+def replay(config: WorkerConfig, sequence: list[Case], slot: int = 0, reserve=None) -> bool:
+    """Run ``sequence`` in order in one fresh worker (:func:`in_fresh_worker`); True when a
+    case of it reported a sticky error (the error came back)."""
+    return any(record.get("poison") for _, record in in_fresh_worker(config, sequence, slot, reserve))
 
 
 def narrow(config: WorkerConfig, earlier: list[Case], target: Case, log: list) -> Case | None:
