@@ -80,13 +80,15 @@ def run_cases(config: WorkerConfig, workers: int, pairs: list[tuple[str, dict]],
     ``failure`` says why the pool stopped early (its workers could not start), else None.
     The pool is added to ``pools`` while it runs (so another thread can stop it). Its
     workers come from ``reserve`` first (started ahead: :mod:`.reserve`); ``seen(key,
-    record)`` hears of each case as it ends.
+    record)`` hears of each case as it ends. A case that met a sticky error after other
+    cases of its worker runs again alone (:class:`AloneAgain`, module doc).
     """
     tasks = [(name, [case["profile"]]) for name, case in pairs]
     found: dict = {}
     failure = None
     pool = Pool(dataclasses.replace(config, scratch=""), workers)
     pool.reserve = reserve
+    alone = AloneAgain(config, workers, reserve)
     if pools is not None:
         pools.append(pool)
     try:
@@ -95,6 +97,7 @@ def run_cases(config: WorkerConfig, workers: int, pairs: list[tuple[str, dict]],
             event = pool.events.get()
             if event.kind == "case":
                 found[(event.overload, event.data["profile"])] = event.data
+                alone.consider((event.overload, event.data["profile"]), event.data)
                 if seen:
                     seen((event.overload, event.data["profile"]), event.data)
             elif event.kind == "fatal":
@@ -104,37 +107,51 @@ def run_cases(config: WorkerConfig, workers: int, pairs: list[tuple[str, dict]],
                 note(f"worker {event.data['slot']} replaced after {event.overload}: {event.data['why']}")
             elif event.kind == "slot_end":
                 slots -= 1
+    except BaseException:  # Ctrl-C, SIGTERM: no fresh worker is waited for
+        alone.abandon()
+        raise
     finally:
         pool.close()
-    if failure is None:
-        _alone_again(config, found, workers, note, reserve, seen)
+    alone.finish(found if failure is None else None, note, seen)
     return found, failure
 
 
-def _alone_again(config: WorkerConfig, found: dict, workers: int, note=None, reserve=None, seen=None) -> None:
-    """Each case of ``found`` that reported a sticky error after other cases of its worker,
-    run again as the first case of a fresh worker; its record there replaces the one in
-    ``found``, naming in ``alone`` what the pass's run said (module doc)."""
-    from concurrent.futures import ThreadPoolExecutor
+class AloneAgain:
+    """Cases that reported a sticky error after other cases of their worker, each run again
+    as the first case of a fresh worker (one started ahead by ``reserve`` when it has one),
+    started as soon as the pass reports it, beside the rest of the pass (module doc)."""
 
-    again = sorted(key for key, record in found.items()
-                   if record.get("poison") and (record.get("worker_order") or 1) > 1)
-    if not again:
-        return
-    with ThreadPoolExecutor(max_workers=min(len(again), max(1, workers))) as threads:
-        runs = list(threads.map(lambda key: replay.in_fresh_worker(config, [key], reserve=reserve), again))
-    for key, records in zip(again, runs):
-        earlier = found[key]
-        if not records:  # the fresh worker died or hung before the case started: the pass's run stands
-            continue
-        _, record = records[0]
-        record["alone"] = {"poison": earlier["poison"], "after": earlier["worker_order"] - 1}
-        found[key] = record
-        if note:
-            note(f"{key[0]} [{key[1]}]: {earlier['poison']} after {earlier['worker_order'] - 1} other case(s) of its "
-                 f"worker; alone in a fresh worker: {record['status']}")
-        if seen:
-            seen(key, record)
+    def __init__(self, config: WorkerConfig, workers: int, reserve=None):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.config, self.reserve = config, reserve
+        self.threads = ThreadPoolExecutor(max_workers=max(1, workers))
+        self.runs: dict = {}  # (overload, profile) -> (the pass's record, future of the fresh worker's records)
+
+    def consider(self, key: tuple, record: dict) -> None:
+        if record.get("poison") and (record.get("worker_order") or 1) > 1:
+            self.runs[key] = (record, self.threads.submit(replay.in_fresh_worker, self.config, [key],
+                                                           reserve=self.reserve))
+
+    def abandon(self) -> None:
+        self.threads.shutdown(wait=False, cancel_futures=True)
+
+    def finish(self, found: dict | None, note=None, seen=None) -> None:
+        """Wait for the runs; each one's record replaces the pass's in ``found``, naming in
+        ``alone`` what the pass's run said (None: a pass that failed, nothing replaced)."""
+        self.threads.shutdown(wait=True)
+        for key, (earlier, future) in sorted(self.runs.items()):
+            records = future.result()
+            if found is None or not records:  # the fresh worker died or hung first: the pass's run stands
+                continue
+            _, record = records[0]
+            record["alone"] = {"poison": earlier["poison"], "after": earlier["worker_order"] - 1}
+            found[key] = record
+            if note:
+                note(f"{key[0]} [{key[1]}]: {earlier['poison']} after {earlier['worker_order'] - 1} other case(s) "
+                     f"of its worker; alone in a fresh worker: {record['status']}")
+            if seen:
+                seen(key, record)
 
 
 def _plan_repeats(finished: dict[str, list[dict]], times: int) -> list[list[tuple[str, dict]]]:
