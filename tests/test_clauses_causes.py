@@ -399,3 +399,33 @@ def test_a_chained_exceptions_frames_can_be_the_symptom_and_an_unknown_writer_is
 def test_no_cause_is_one_plain_sentence():
     assert causes.no_cause({}) == ("No cause found among the probe's records: no frame of its traceback read a "
                                    "redirected probe whose original answers differently.")
+
+
+def test_a_chain_whose_redirect_was_not_recorded_names_no_writer():
+    # explain keeps at most 5,000 events of a kind per process: the write a read saw can be gone
+    (cause,) = causes.find_chains([read()], LATE, [CHAIN_DECISION])
+    assert cause["write"] is None and cause["writer"] is None and cause["events"] == [2]
+    assert cause["chain"][0] == {"step": "redirect", "event": None, "where": None, "answer": "True",
+                                 "original_answer": "False"}
+    assert "root first: (1) an unknown writer redirected torch.cuda.is_available" in cause["message"]
+
+
+def test_the_guards_read_is_the_one_at_the_decisions_line():
+    elsewhere = read(seq=2, where=at("stack/guard.py", 30, "_check"))
+    (cause,) = causes.find_chains([REDIRECT, elsewhere, read(seq=3)], LATE, [CHAIN_DECISION])
+    assert cause["read"] == 3 and cause["events"] == [1, 3]
+
+
+def test_a_frame_on_the_first_line_of_the_branch_taken_is_inside_it():
+    first = decision(statement="if torch.cuda.is_available():", statement_line=18, now="line 20: `x = 1`",
+                     taken_lines=[20, 25])
+    assert len(causes.find_causes([REDIRECT, read()], FAILURE, [first])) == 1  # the frame failed at line 20
+
+
+def test_a_use_is_found_by_the_last_two_parts_of_the_name_and_its_line_cut_at_120_characters():
+    current = {"name": "torch.cuda.current_device", "line": 23}
+    by_current = {**CHAIN_DECISION, "decision": {**CHAIN_DECISION["decision"], "skipped": {**SKIPPED, "writes": [current]}}}
+    code = "index = cuda.current_device()  # " + "x" * 150
+    (cause,) = causes.find_chains([REDIRECT, read()], {**LATE, "traceback": [at("user/run.py", 3, "main", code)]},
+                                  [by_current])
+    assert cause["chain"][3]["how"] == f"used torch.cuda.current_device (`{code[:120]}`)"
