@@ -322,7 +322,8 @@ def _multiple_writers(run: Run) -> list[dict]:
             continue
         values = {(e.get("value") or {}).get("repr") for e in writes}
         chain = " -> ".join(f"{label(e['where'])}" + (f" (line {e['where']['line']})" if e["where"].get("line") else "") for e in writers)
-        # (a document cut short by a crash may have no final state: the last write's value then)
+        # (the runner always gives "final", None when absent at the end; a probe without the key
+        # says nothing of the end: the last write's value)
         final = probe["final"] if "final" in probe else writes[-1].get("value")
         wins = f"the last one wins: {final['repr']}" if final else "at the end it is absent"
         severity = "info" if len(values) == 1 else "warning"

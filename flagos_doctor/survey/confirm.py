@@ -25,8 +25,8 @@ A pass's worker runs many cases, so a case can meet a sticky error another case 
 worker left (a kernel writing out of bounds without failing: CUDA says so at the next
 synchronisation, in the next case). A case that reports one after other cases of its
 worker runs again as the first case of a fresh worker, where nothing ran before it, and
-that run is its record in the pass; its ``"alone"`` says what the shared worker's run said
-{``poison``, ``after``: the cases that worker ran before it}. Otherwise which case follows
+that run is its record in the pass (a repeat keeps ``"alone"`` in ``repeat_details``: what
+the shared worker's run said, {``poison``, ``after``: the cases that worker ran before it}). Otherwise which case follows
 the culprit (the order in a pass follows each case's seconds, which a cold run's compiles
 change) would decide its status: on the H200 a cold torch_fl run settled ``pow_.Tensor
 [2d-i64]`` ERROR (WRONG, then twice an illegal memory access) where the warm run found it
