@@ -162,6 +162,25 @@ def test_a_case_meeting_another_cases_sticky_error_in_a_confirmation_pass_is_jud
     assert "other case(s) of its worker; alone in a fresh worker: WRONG" in done.stderr
 
 
+def test_the_alone_run_starts_when_the_pass_reports_the_case_and_only_for_a_case_after_others(tmp_path, monkeypatch):
+    from flagos_doctor.survey.confirm import AloneAgain
+
+    monkeypatch.setenv("PYTHONPATH", ENV["PYTHONPATH"])
+    config = WorkerConfig(python=sys.executable, stack="noisestack", device=None, spec=SPEC, conf=None,
+                          backend="flagos_python", timeout=60, scratch=str(tmp_path))
+    alone = AloneAgain(config, 2)
+    poisoned = {"profile": "2d-f32", "status": model.ERROR, "poison": "illegal memory access", "worker_order": 3}
+    alone.consider(("neg", "2d-f32"), poisoned)
+    alone.consider(("trunc", "2d-f32"), {**poisoned, "worker_order": 1})  # first in its worker: its own
+    alone.consider(("sign", "2d-f32"), {**poisoned, "poison": None})
+    assert list(alone.runs) == [("neg", "2d-f32")]
+    assert not alone.runs[("neg", "2d-f32")][1].done()  # under way before the pass ends (a worker starts)
+    found = {("neg", "2d-f32"): poisoned}
+    alone.finish(found)
+    assert found[("neg", "2d-f32")]["status"] == model.WRONG
+    assert found[("neg", "2d-f32")]["alone"] == {"poison": "illegal memory access", "after": 2}
+
+
 def test_a_timeout_spent_compiling_is_never_flaky():
     # A run the compile cap stopped (the compiler's time, not the kernel's answer) is left
     # out of the settling while another run remains; a timeout of running is not.
