@@ -364,3 +364,65 @@ def test_several_writers_of_a_probe_deleted_at_the_end():
     assert found["severity"] == "warning"  # a value, then none: not the same value
     assert found["message"] == ("p was written by 2 writers: s/a.py:patch (line 3) -> s/b.py:patch (line 7); "
                                 "at the end it is absent.")
+
+
+def test_a_guard_outside_a_function_hands_its_branch_to_its_caller_by_line():
+    document = guard_document()
+    document["events"][1]["phase"] = "import stack"  # module-level code: the phase is the step
+    decision = {"kind": "branch", "statement": "if torch.cuda.is_available():", "statement_line": 20,
+                "now": "line 21: `x = 1`", "through": {"line": 40, "function": "main", "file": "stack/guard.py"}}
+    entry = {"probe": GUARDED, "file": "stack/guard.py", "line": 20, "saw": 2, "decision": decision,
+             "original_answer": {"ok": True, "repr": "False"}, "replaced_answer": {"ok": True, "repr": "True"}}
+    document["facts"] = {"decisions": [entry]}
+    (message,) = stale_guards(document)
+    assert message.endswith("which answers True; so its caller (line 40), given that answer, took the branch of "
+                            "`if torch.cuda.is_available():` (line 20) into line 21: `x = 1`.")
+    del decision["through"]
+    (message,) = stale_guards(document)
+    assert message.endswith("which answers True; so it took the branch of `if torch.cuda.is_available():` (line 20) "
+                            "into line 21: `x = 1`.")
+
+
+def test_errors_in_findings_are_cut_at_200_characters():
+    long = "RuntimeError: " + "e" * 300
+    document = guard_document()
+    document["outcomes"] = [{"step": "import stack", "ok": False, "error": long,
+                             "traceback": [{"file": "stack/guard.py", "function": "_guard", "line": 21}],
+                             "causes": [{"error": long, "at": None}]}]
+    said = " ".join(f["message"] for f in judge(document))
+    cut = long[:197] + "..."
+    assert f"then it raised {cut}, which failed import stack" in said  # the stale guard
+    assert f"Caused by: {cut}." in said  # the import failure's chained error
+    driver = {"seq": 1, "kind": "read", "probe": "triton.runtime.driver.active", "creates_driver": True,
+              "where": {"file": "t.py", "line": 1, "function": "f"}, "active_backends": [], "is_active": {}, "raised": long}
+    (found,) = [f for f in judge({"events": [driver]}) if f["kind"] == "triton-driver"]
+    assert found["message"].endswith(f" Creating it raised {cut}.")
+
+
+def test_a_failed_imports_evidence_is_the_last_three_events_of_its_step():
+    events = [{"seq": n, "kind": "write", "probe": f"p{n}", "step": "import s" if n > 1 else "import torch",
+               "where": {"file": "s/a.py", "line": n, "function": "f"}} for n in range(1, 6)]
+    outcome = {"step": "import s", "ok": False, "error": "RuntimeError: x", "traceback": []}
+    (found,) = [f for f in judge({"events": events, "outcomes": [outcome]}) if f["kind"] == "import-failed"]
+    assert found["events"] == [3, 4, 5]
+
+
+def test_the_redirect_triton_followed_was_written_before_its_driver():
+    write = {"kind": "write", "probe": "torch.cuda.is_available", "where": {"file": "s/a.py", "line": 7, "function": "f"}}
+    driver = {"seq": 2, "kind": "read", "probe": "triton.runtime.driver.active", "creates_driver": True,
+              "where": {"file": "t.py", "line": 1, "function": "g"}, "active_backends": ["nvidia"],
+              "is_active": {"nvidia": True}}
+    facts = {"native_cuda_available": {"ok": True, "repr": "False"}}
+    after = {**write, "seq": 3, "where": {"file": "s/b.py", "line": 9, "function": "later"}}
+    (found,) = [f for f in judge({"events": [{**write, "seq": 1}, driver, after], "facts": facts})
+                if f["kind"] == "triton-driver"]
+    assert "(redirected by s/a.py:f, line 7)" in found["message"] and found["events"] == [1, 2]
+
+
+def test_an_orphan_original_whose_save_was_not_recorded_names_an_unknown_writer():
+    # explain keeps at most 5,000 events of a kind per process: the save itself can be gone
+    keep = {"probe": "torch.cuda._native", "saves": GUARDED, "seq": 9, "read": False}
+    (found,) = judge({"events": [], "saved_originals": [keep], "final_state": True})
+    assert found["kind"] == "orphan-original" and found["events"] == [9]
+    assert found["message"].startswith("an unknown writer ") and found["message"].endswith(
+        f"saved the original {GUARDED} as torch.cuda._native, but nothing read it afterwards.")
