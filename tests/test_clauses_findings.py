@@ -13,6 +13,7 @@ import os
 
 import pytest
 
+import test_probe
 from conftest import FIXTURES, run_cli
 from flagos_doctor.probe import causes
 from flagos_doctor.probe.findings import judge
@@ -29,8 +30,7 @@ def probe(tmp_path, *imports, env=None):
 
 
 def line_of(text: str) -> int:
-    with open(os.path.join(STACKS, "nosavebug", "__init__.py"), encoding="utf-8") as handle:
-        return next(n for n, line in enumerate(handle, start=1) if text in line)
+    return test_probe.line_of("nosavebug", text)
 
 
 def kinds(document) -> dict:
