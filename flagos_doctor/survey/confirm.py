@@ -26,11 +26,11 @@ worker left (a kernel writing out of bounds without failing: CUDA says so at the
 synchronisation, in the next case). A case that reports one after other cases of its
 worker runs again as the first case of a fresh worker, where nothing ran before it, and
 that run is its record in the pass (a repeat keeps ``"alone"`` in ``repeat_details``: what
-the shared worker's run said, {``poison``, ``after``: the cases that worker ran before it}). Otherwise which case follows
-the culprit (the order in a pass follows each case's seconds, which a cold run's compiles
-change) would decide its status: on the H200 a cold torch_fl run settled ``pow_.Tensor
-[2d-i64]`` ERROR (WRONG, then twice an illegal memory access) where the warm run found it
-WRONG three times.
+the shared worker's run said, {``poison``, ``after``: the cases that worker ran before
+it}). Otherwise which case follows the culprit (the order in a pass follows each case's
+seconds, which a cold run's compiles change) would decide its status: on the H200 a cold
+torch_fl run settled ``pow_.Tensor [2d-i64]`` ERROR (WRONG, then twice an illegal memory
+access) where the warm run found it WRONG three times.
 
 Cases whose ``"repeats"`` are complete (or that have a ``"baseline"``) were confirmed by an
 earlier run of the same results file and are left alone. Each pass's records are applied
@@ -148,7 +148,7 @@ class AloneAgain:
             record["alone"] = {"poison": earlier["poison"], "after": earlier["worker_order"] - 1}
             found[key] = record
             if note:
-                note(f"{key[0]} [{key[1]}]: {earlier['poison']} after {earlier['worker_order'] - 1} other case(s) "
+                note(f"{key[0]} [{key[1]}]: {earlier['poison']} after {record['alone']['after']} other case(s) "
                      f"of its worker; alone in a fresh worker: {record['status']}")
             if seen:
                 seen(key, record)
