@@ -181,16 +181,39 @@ def seed_tests(tmp_path_factory):
                              options=("--stack", "seedreplica", "--markdown", str(tmp / "why.md"), "--max-chars", "3000"),
                              env=SEED_ENV, cwd=EXPLAIN)
     document["markdown"] = (tmp / "why.md").read_text()  # (for the test of the page; not the document's)
+    document["json_path"] = str(tmp / "explain.json")
     return done, document
 
 
 def test_the_markdown_keeps_the_failures_and_causes_within_its_budget(seed_tests):
-    page = seed_tests[1]["markdown"]
-    assert len(page) <= 3000
-    assert page.startswith("## flagos-doctor explain")
-    assert "**cause**: test " in page and "(CudaDriver.is_active) asked torch.cuda.is_available()" in page
-    assert "no cause found" in page
-    assert "<details>" in page and "Left out to stay under 3,000 characters" in page  # and says what
+    # The clause (explain/markdown.py): each failure and its cause up front; tracebacks, the
+    # watched probes and the events in <details> while the budget holds, and what is left out
+    # named. Which parts fit depends on the paths inside the page (the JSON's, the
+    # interpreter's, the temporary folders in events' values), so the test holds the clause
+    # at each budget and for a short and a 200-character path, never one incidental layout.
+    from flagos_doctor.explain.markdown import render
+    from flagos_doctor.markdown import DEFAULT_MAX_CHARS
+
+    done, document = seed_tests
+    page = document["markdown"]  # the CLI's own page, --max-chars 3000
+    assert len(page) <= 3000 and page.startswith("## flagos-doctor explain")
+    assert page.endswith(f"The full record: `{document['json_path']}`.</sub>\n")
+    parts = {"the traceback of failure #1": "<summary>Traceback of failure #1</summary>",
+             "the traceback of failure #2": "<summary>Traceback of failure #2</summary>",
+             "the watched probes": "<summary>Watched probes the run wrote</summary>",
+             "events": "<summary>All events (", "the run's findings": "### Findings of the run"}
+    for budget in (3_000, 5_000, 8_000, DEFAULT_MAX_CHARS):
+        for record in ("`why.json`", f"`/{'long-folder/' * 16}why.json`"):
+            page = render(document, max_chars=budget, full_record=record)
+            assert len(page) <= budget, (budget, record)
+            assert "**cause**: test " in page and "(CudaDriver.is_active) asked torch.cuda.is_available()" in page
+            assert "no cause found" in page
+            closing = page.split("<sub>Left out to stay under ")[1] if "<sub>Left out" in page else ""
+            assert not closing or closing.startswith(f"{budget:,} characters: ") and record in closing
+            for named, shown in parts.items():
+                assert (shown in page) or (named in closing), (budget, named)
+            if budget == DEFAULT_MAX_CHARS:  # the size users meet: every traceback and the probes folded in
+                assert page.count("<details>") >= 4 and "the traceback" not in closing and "probes" not in closing
 
 
 def test_each_failed_test_is_a_failure_and_only_the_probes_one_has_a_cause(seed_tests):
@@ -218,7 +241,7 @@ def test_each_failed_test_is_a_failure_and_only_the_probes_one_has_a_cause(seed_
 def test_report_attaches_the_explain_document(seed_tests, tmp_path):
     _, document = seed_tests
     path = tmp_path / "why.json"
-    path.write_text(json.dumps({k: v for k, v in document.items() if k != "markdown"}))
+    path.write_text(json.dumps({k: v for k, v in document.items() if k not in ("markdown", "json_path")}))
     done = run_cli("report", "--stack", "plainstack", "--explain", str(path), "--max-chars", "8000",
                    env={"PYTHONPATH": STACKS})
     assert done.returncode == 0, done.stderr
