@@ -48,6 +48,8 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import threading
+import time
 import zipfile
 
 from flagos_doctor import git
@@ -82,6 +84,50 @@ def cache_root() -> str:
 def say(line: str) -> None:
     """Progress, on stderr: stdout carries only the one result line."""
     print(f"torch_fl_build: {line}", file=sys.stderr, flush=True)
+
+
+#: While a step runs, a line at least this often: how long so far, and the build log's last progress.
+RELAY_SECONDS = 30
+#: A compiler's progress line in the build log: make's ``[ 45%] Building ...``, ninja's ``[12/80] ...``.
+PROGRESS_LINE = re.compile(r"^\[\s*\d+(%|/\d+)\]")
+
+
+def last_progress(log_path: str | None) -> str | None:
+    """The build log's last progress line (of its last 64 KiB), or None."""
+    if not log_path or not os.path.isfile(log_path):
+        return None
+    with open(log_path, "rb") as handle:
+        handle.seek(max(0, os.path.getsize(log_path) - 65536))
+        lines = handle.read().decode(errors="replace").splitlines()
+    return next((line.strip()[:160] for line in reversed(lines) if PROGRESS_LINE.match(line)), None)
+
+
+@contextlib.contextmanager
+def step(what: str, usually: str, log_path: str | None = None):
+    """Say ``what`` as it starts, with how long it usually takes; while it runs, every
+    :data:`RELAY_SECONDS`, the time so far and the log's last progress line; then its time."""
+    began, stop = time.monotonic(), threading.Event()
+
+    def relay():
+        while not stop.wait(RELAY_SECONDS):
+            progress = last_progress(log_path)
+            say(f"{what}: {_duration(time.monotonic() - began)} so far (usually {usually})"
+                + (f"; the log: {progress}" if progress else ""))
+
+    say(f"{what} (usually {usually})")
+    thread = threading.Thread(target=relay, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+    say(f"{what}: done in {_duration(time.monotonic() - began)}")
+
+
+def _duration(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes} min {seconds:02d} s" if minutes else f"{seconds} s"
 
 
 def _run(argv: list[str], cwd: str | None = None, env: dict | None = None, timeout: float | None = 600) -> subprocess.CompletedProcess:
@@ -508,6 +554,38 @@ def setup_version(src: str, python: str) -> str | None:
     return lines[-1] if done.returncode == 0 and lines and re.match(r"^\d+(\.\d+)*", lines[-1]) else None
 
 
+def compile_steps(src: str, python: str, facts: dict, jobs: int, accelerator: str, codegen: str,
+                  log_path: str) -> list[str]:
+    """The bindings (regenerated where this torch needs it), the kineto patch, the compile;
+    each said as it starts and relayed while it runs."""
+    steps = []
+    release = torch_release(facts["torch"])
+    with open(log_path, "wb") as log:
+        if codegen == "always" or (codegen == "auto" and release > SHIPPED_BINDINGS_UP_TO):
+            with step("regenerating the ATen bindings (scripts/codegen_ops.py)", "seconds", log_path):
+                steps.append(regenerate_bindings(src, python, log))
+        if release >= (2, 13):
+            steps.append(apply_kineto_patch(src))
+        with step(f"compiling torch_fl's C++ sources ({jobs} jobs)", "about 7 min on 2 cores", log_path):
+            steps += compile_in_place(src, python, facts, jobs, accelerator, log)
+    return steps
+
+
+def import_or_fix(src: str, site: str, python: str, facts: dict, jobs: int, accelerator: str, log_path: str) -> list[str]:
+    """Import the build; where that fails, recipe B's nvrtc fix (the link problem may show only
+    at import: libnvrtc.so.12 not found), a rebuild and the import again. The steps taken."""
+    try:
+        check_import(site, python)
+        return []
+    except BuildFailed:
+        with open(log_path, "ab") as log:
+            fixed = nvrtc_fix(src, facts, log)
+            if not fixed or _setup_py(src, python, jobs, accelerator, log) != 0:
+                raise
+    check_import(site, python)
+    return [fixed]
+
+
 def build(source: Source, python: str, jobs: int, accelerator: str = "cuda", root: str | None = None,
           codegen: str = "auto") -> tuple[str, dict, bool]:
     """Build ``source`` for ``python`` (or find it built); return (folder, record, reused)."""
@@ -528,30 +606,16 @@ def build(source: Source, python: str, jobs: int, accelerator: str = "cuda", roo
             shutil.rmtree(folder, ignore_errors=True)
             raise BadInput("not a torch_fl source (no setup.py and torch_fl/__init__.py)", source.origin)
         say(f"building torch_fl from {source.origin} in {folder} (log: {folder}/build.log)")
-        steps = []
-        release = torch_release(facts["torch"])
-        with open(os.path.join(folder, "build.log"), "wb") as log:
-            if codegen == "always" or (codegen == "auto" and release > SHIPPED_BINDINGS_UP_TO):
-                steps.append(regenerate_bindings(src, python, log))
-            if release >= (2, 13):
-                steps.append(apply_kineto_patch(src))
-            steps += compile_in_place(src, python, facts, jobs, accelerator, log)
+        steps = compile_steps(src, python, facts, jobs, accelerator, codegen, os.path.join(folder, "build.log"))
         package = os.path.join(src, "torch_fl")
-        steps += bundle_torch_libraries(package, facts, root)
+        with step("torch's CUDA libraries for a CPU torch", "under a minute; the first time, a 0.5 GB download too"):
+            steps += bundle_torch_libraries(package, facts, root)
         site = import_path(folder)
         os.makedirs(site, exist_ok=True)
         if not os.path.islink(os.path.join(site, "torch_fl")):
             os.symlink(os.path.join("..", "src", "torch_fl"), os.path.join(site, "torch_fl"))
-        try:
-            check_import(site, python)
-        except BuildFailed:
-            # Recipe B's link problem may also show only at import (libnvrtc.so.12 not found).
-            with open(os.path.join(folder, "build.log"), "ab") as log:
-                fixed = nvrtc_fix(src, facts, log)
-                if not fixed or _setup_py(src, python, jobs, accelerator, log) != 0:
-                    raise
-            steps.append(fixed)
-            check_import(site, python)
+        with step("checking that the build imports", "under a minute"):
+            steps += import_or_fix(src, site, python, facts, jobs, accelerator, os.path.join(folder, "build.log"))
         record = {
             "schema": SCHEMA,
             "version": setup_version(src, python),

@@ -9,6 +9,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 import pytest
 
@@ -40,6 +42,10 @@ os.environ["PYTHONPATH"] = checkout_first(os.environ.get("PYTHONPATH"))
 # mode would otherwise add annotations to every pinned stdout (test_compare_github.py turns it on).
 for _github in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY"):
     os.environ.pop(_github, None)
+# A run a test starts without --store files its results in this process's own store: never
+# the user's (~/.local/share/flagos-doctor/results), nor another xdist worker's, so no test
+# reads what another test, in another order or process, left there.
+os.environ["FLAGOS_DOCTOR_STORE"] = tempfile.mkdtemp(prefix="flagos-doctor-test-store-")
 
 
 def run_cli(*args, env=None, cwd=None, timeout=600, input=None):
@@ -186,3 +192,99 @@ def pytest_make_collect_report(collector):
     # a module-level skip (pytest.importorskip("torch")) is a skipped collection
     outcome = yield
     _fail_a_skip_ci_can_run(outcome.get_result())
+
+
+#: The longest the run stays silent: a test running past it is named, with its time so far.
+HEARTBEAT_SECONDS = 50
+
+
+class Heartbeat:
+    """Progress a person can see: one line when every test of a file has ended (its
+    outcomes), and, whenever no line came for :data:`HEARTBEAT_SECONDS`, the tests still
+    running and for how long. In the process that reports (xdist's controller, or the only one)."""
+
+    def __init__(self, reporter):
+        self.reporter, self.lock = reporter, threading.Lock()
+        self.started, self.last_line = time.monotonic(), time.monotonic()
+        self.running: dict[str, float] = {}
+        self.left: dict[str, int] = {}
+        self.outcomes: dict[str, dict[str, int]] = {}
+        self.done = self.total = 0
+        self.stop = threading.Event()
+
+    def say(self, line: str) -> None:
+        minutes, seconds = divmod(int(time.monotonic() - self.started), 60)
+        if self.reporter._tw.width_of_current_line:  # on a line of its own, after xdist's dots
+            self.reporter.write("\n")
+        self.reporter.write_line(f"[tests {minutes}:{seconds:02d}, {self.done} of {self.total} done] {line}",
+                                 flush=True)
+        self.last_line = time.monotonic()
+
+    def collected(self, nodeids) -> None:
+        with self.lock:
+            for nodeid in nodeids:
+                path = nodeid.split("::", 1)[0]
+                self.left[path] = self.left.get(path, 0) + 1
+            self.total = sum(self.left.values())
+
+    def started_test(self, nodeid: str) -> None:
+        with self.lock:
+            self.running[nodeid] = time.monotonic()
+
+    def ended_test(self, report) -> None:
+        if report.when != "teardown":
+            if report.when == "call" or not report.passed:
+                path = report.nodeid.split("::", 1)[0]
+                counts = self.outcomes.setdefault(path, {})
+                counts[report.outcome] = counts.get(report.outcome, 0) + 1
+            return
+        with self.lock:
+            self.running.pop(report.nodeid, None)
+            self.done += 1
+            path = report.nodeid.split("::", 1)[0]
+            self.left[path] = self.left.get(path, 1) - 1
+            if self.left[path] == 0:
+                counts = ", ".join(f"{n} {outcome}" for outcome, n in sorted(self.outcomes.get(path, {}).items()))
+                self.say(f"{path}: {counts or 'nothing ran'}")
+
+    def watch(self) -> None:
+        while not self.stop.wait(5):
+            with self.lock:
+                if time.monotonic() - self.last_line < HEARTBEAT_SECONDS:
+                    continue
+                now = time.monotonic()
+                running = sorted(self.running.items(), key=lambda item: item[1])
+                named = "; ".join(f"{nodeid} ({int(now - began)} s)" for nodeid, began in running[:4])
+                self.say(f"running: {named or 'collecting, or between tests'}")
+
+
+@pytest.hookimpl(trylast=True)  # after the terminal reporter is registered
+def pytest_configure(config):
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or hasattr(config, "workerinput") or config.option.collectonly:
+        return  # an xdist worker reports through the controller
+    heartbeat = Heartbeat(reporter)
+    config.pluginmanager.register(_HeartbeatHooks(heartbeat), "flagos-doctor-heartbeat")
+    threading.Thread(target=heartbeat.watch, daemon=True, name="flagos-doctor-heartbeat").start()
+
+
+class _HeartbeatHooks:
+    def __init__(self, heartbeat: Heartbeat):
+        self.heartbeat = heartbeat
+
+    def pytest_collection_finish(self, session):  # without xdist
+        self.heartbeat.collected(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids):  # each worker collects them all
+        if not self.heartbeat.total:
+            self.heartbeat.collected(ids)
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        self.heartbeat.started_test(nodeid)
+
+    def pytest_runtest_logreport(self, report):
+        self.heartbeat.ended_test(report)
+
+    def pytest_unconfigure(self, config):
+        self.heartbeat.stop.set()

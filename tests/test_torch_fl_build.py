@@ -211,3 +211,41 @@ def test_the_import_check_imports_the_build_not_the_unbuilt_tree_it_runs_in(tmp_
     monkeypatch.chdir(tmp_path / "tree")
     found = check_import(str(tmp_path / "site"), sys.executable)
     assert found == str(site / "__init__.py")
+
+
+def test_each_step_is_said_with_its_usual_time_and_a_failed_compile_names_its_log(tmp_path):
+    # A source shaped like torch_fl's whose setup.py fails: the steps said before it, then the failure.
+    small_source(tmp_path / "src")
+    done = subprocess.run([sys.executable, "-m", "flagos_doctor.torch_fl_build", str(tmp_path / "src"), "--codegen", "never",
+                           "--jobs", "3", "--cache", str(tmp_path / "cache")],
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert done.returncode == 1 and done.stdout == ""
+    said = done.stderr.splitlines()
+    assert said[0].startswith("torch_fl_build: building torch_fl from ")
+    assert said[1] == "torch_fl_build: compiling torch_fl's C++ sources (3 jobs) (usually about 7 min on 2 cores)"
+    assert said[-1].startswith("torch_fl_build: build failed: setup.py build_ext exited with 1 (log: ")
+
+
+def test_a_long_step_is_relayed_with_the_logs_last_progress_line(tmp_path, capfd, monkeypatch):
+    import time
+
+    from flagos_doctor import torch_fl_build
+
+    monkeypatch.setattr(torch_fl_build, "RELAY_SECONDS", 0.05)
+    log = tmp_path / "build.log"
+    log.write_text("-- Configuring done\n[ 12%] Building CXX object a.o\n[ 45%] Building CXX object b.o\nwarning: x\n")
+    said = ""
+    with torch_fl_build.step("compiling", "about 7 min", str(log)):
+        deadline = time.monotonic() + 120  # waits for the relay however busy the machine; never that long
+        while "so far" not in said and time.monotonic() < deadline:
+            time.sleep(0.05)
+            said += capfd.readouterr().err
+    said += capfd.readouterr().err
+    lines = said.splitlines()
+    assert lines[0] == "torch_fl_build: compiling (usually about 7 min)"
+    relayed = [line for line in lines if "so far" in line]
+    assert relayed and relayed[0].endswith(" so far (usually about 7 min); the log: [ 45%] Building CXX object b.o")
+    assert lines[-1].startswith("torch_fl_build: compiling: done in ")
+    assert torch_fl_build.last_progress(str(tmp_path / "missing.log")) is None
+    log.write_text("[3/80] Building CXX object c.o\n")
+    assert torch_fl_build.last_progress(str(log)) == "[3/80] Building CXX object c.o"
