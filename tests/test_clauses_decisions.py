@@ -1,0 +1,239 @@
+"""Each promise of flagos_doctor/probe/decisions.py's docstrings, one test each, through its
+documented functions on real source files written here (the branch a read decides, the code
+it kept from running, Triton's backends asked again, torch_fl's vendor test, what a name
+holds). The real runs (the seed bug, the real torch_fl) are in tests/test_explain_chains.py
+and tests/test_torch_fl_real.py; scripts/mutation runs these first."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from flagos_doctor.probe import decisions
+
+READ = "torch.cuda.is_available()"
+
+
+def decide(tmp_path, source: str, answer: bool, marker: str = READ, attr: str = "is_available") -> dict:
+    """``source_decision`` at the first line holding ``marker``, the file written as ``source``
+    (a new file each time: the module reads each file once)."""
+    path = tmp_path / f"stack{len(list(tmp_path.iterdir()))}.py"
+    path.write_text(source)
+    line = next(i for i, text in enumerate(source.splitlines(), 1) if marker in text)
+    return decisions.source_decision(str(path), line, attr, answer)
+
+
+def test_an_if_says_both_branches(tmp_path):
+    source = "import torch\n\n\ndef pick():\n    if torch.cuda.is_available():\n        x = 'cuda'\n        y = 1\n    else:\n        x = 'cpu'\n    return x\n"
+    decision = decide(tmp_path, source, False)
+    assert decision == {"kind": "branch", "statement": "if torch.cuda.is_available():", "statement_line": 5,
+                        "answer": False, "test_now": False, "test_other": True, "evaluated": True,
+                        "now": "line 9: `x = 'cpu'`", "other": "line 6: `x = 'cuda'`", "taken_lines": [9, 9],
+                        "skipped": {"lines": [6, 7], "ended_by": None, "writes": [], "calls": []}}
+    assert decide(tmp_path, source, True)["taken_lines"] == [6, 7]
+
+
+def test_an_if_without_else_goes_on_past_it(tmp_path):
+    source = "import torch\nif torch.cuda.is_available():\n    torch.device = 'cuda'\nprint(1)\n"
+    decision = decide(tmp_path, source, False)
+    assert decision["now"] == "no branch: it goes on past the if" and decision["other"] == "line 3: `torch.device = 'cuda'`"
+    assert "taken_lines" not in decision  # nothing ran inside the if
+    assert decision["skipped"]["writes"] == [{"name": "torch.device", "line": 3}]
+
+
+def test_a_while_and_a_conditional_expression_are_branches_too(tmp_path):
+    loop = decide(tmp_path, "import torch\nwhile not torch.cuda.is_available():\n    wait()\n", True)
+    assert loop["statement"] == "while not torch.cuda.is_available():" and loop["test_now"] is False
+    assert loop["now"] == "no branch: it goes on past the if" and loop["other"] == "line 3: `wait()`"
+    choice = decide(tmp_path, "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n", True)
+    assert choice["statement"] == "... if torch.cuda.is_available() else ..."
+    assert (choice["now"], choice["other"], choice["taken_lines"]) == ("'cuda'", "'cpu'", [2, 2])
+    assert "skipped" not in choice  # an expression skips no statement
+
+
+def test_the_innermost_if_whose_test_holds_the_read_at_that_line_decides(tmp_path):
+    source = ("import torch\nif ready:\n    if (flag and\n            torch.cuda.is_available()):\n"
+              "        go()\n")
+    decision = decide(tmp_path, source, True)  # the read's line is the test's second line
+    assert decision["statement"] == "if flag and torch.cuda.is_available():" and decision["statement_line"] == 3
+
+
+def test_and_before_the_read_was_true_so_the_answer_decides_both_ways(tmp_path):
+    decision = decide(tmp_path, "import torch\nif flag and torch.cuda.is_available():\n    go()\n", False)
+    assert (decision["test_now"], decision["test_other"], decision["evaluated"]) == (False, True, True)
+
+
+def test_or_before_the_read_was_false(tmp_path):
+    decision = decide(tmp_path, "import torch\nif flag or torch.cuda.is_available():\n    go()\n", True)
+    assert (decision["test_now"], decision["test_other"], decision["evaluated"]) == (True, False, True)
+
+
+def test_when_the_rest_of_the_test_decides_the_other_answer_it_is_not_evaluated(tmp_path):
+    decision = decide(tmp_path, "import torch\nif torch.cuda.is_available() and flag:\n    go()\n", False)
+    assert decision["test_now"] is False and decision["test_other"] is None and decision["evaluated"] is False
+    assert decision["why"] == "with the other answer the rest of the test decides (if torch.cuda.is_available() and flag:)"
+    # ... and so is the answer now, where the rest decides it: the other branch still said.
+    now_open = decide(tmp_path, "import torch\nif torch.cuda.is_available() and flag:\n    go()\n", True)
+    assert now_open["test_now"] is None and now_open["test_other"] is False
+    assert now_open["now"] is None and now_open["other"] == "no branch: it goes on past the if"
+    assert "taken_lines" not in now_open and "skipped" not in now_open
+
+
+def test_a_negated_read_and_a_bare_imported_reader_are_the_read(tmp_path):
+    negated = decide(tmp_path, "import torch\nif not torch.cuda.is_available():\n    cpu()\n", True)
+    assert (negated["test_now"], negated["test_other"]) == (False, True)
+    bare = decide(tmp_path, "from torch.cuda import is_available\nif is_available():\n    cuda()\n", True,
+                  marker="if is_available()")
+    assert bare["statement"] == "if is_available():" and bare["test_now"] is True
+
+
+def test_a_line_that_tests_nothing_and_a_source_that_cannot_be_read_are_not_evaluated(tmp_path):
+    plain = decide(tmp_path, "import torch\nok = torch.cuda.is_available()\nif ok:\n    go()\n", True)
+    assert plain == {"evaluated": False,
+                     "why": "line 2 does not test the answer in an if, while or conditional expression"}
+    other_name = decide(tmp_path, "import torch\nif torch.cuda.device_count():\n    go()\n", True, marker="if")
+    assert other_name["evaluated"] is False  # the test reads another probe
+    missing = decisions.source_decision(str(tmp_path / "gone.py"), 1, "is_available", True)
+    assert missing == {"evaluated": False, "why": "the source cannot be read (FileNotFoundError)"}
+    (tmp_path / "broken.py").write_text("if torch.cuda.is_available(:\n")
+    broken = decisions.source_decision(str(tmp_path / "broken.py"), 1, "is_available", True)
+    assert broken == {"evaluated": False, "why": "the source cannot be read (SyntaxError)"}
+
+
+RETURNING = '''import torch
+from torch import Tensor
+import torch.nn.functional as F
+
+
+def helper():
+    torch.backends.flag = 1
+    deeper()
+
+
+def deeper():
+    setattr(torch.cuda, "current_device", None)
+
+
+def install(a_long_argument_name_number_one, a_long_argument_name_number_two, a_long_argument_three):
+    Tensor.cuda = None
+
+
+def alias():
+    if torch.cuda.is_available():
+        return
+    torch.device, F.relu = object, None
+    torch.version.counter += 1
+    local = object()
+    local.attribute = 1
+    def later():
+        torch.never = 1
+    helper()
+    install(1111111111111111111, 2222222222222222222, 3333333333333333333)
+    print("done")
+'''
+
+
+def test_a_branch_ending_in_return_skips_the_rest_of_its_function_with_what_it_would_have_written(tmp_path):
+    decision = decide(tmp_path, RETURNING, True)
+    skipped = decision["skipped"]
+    assert skipped["lines"] == [22, 30] and skipped["ended_by"] == "return"
+    # Tuples, augmented assignments and setattr are writes, resolved through the imports; a
+    # local's attribute is not one, and a nested definition's body does not run where it stands.
+    assert skipped["writes"] == [
+        {"name": "torch.device", "line": 22}, {"name": "torch.nn.functional.relu", "line": 22},
+        {"name": "torch.version.counter", "line": 23},
+        {"name": "torch.backends.flag", "line": 28, "via": "helper"},
+        {"name": "torch.cuda.current_device", "line": 28, "via": "helper"},
+        {"name": "torch.Tensor.cuda", "line": 29, "via": "install"}]
+    # A call's text is kept to 60 characters; a longer one is named by its function.
+    assert skipped["calls"] == [
+        {"call": "helper()", "line": 28, "writes": ["torch.backends.flag", "torch.cuda.current_device"]},
+        {"call": "install(...)", "line": 29, "writes": ["torch.Tensor.cuda"]}]
+
+
+def test_a_branch_ending_in_raise_says_so_and_the_other_answer_skips_only_the_branch(tmp_path):
+    source = "import torch\n\n\ndef check():\n    if not torch.cuda.is_available():\n        raise RuntimeError('no')\n    torch.ok = 1\n"
+    assert decide(tmp_path, source, False)["skipped"] == {
+        "lines": [7, 7], "ended_by": "raise", "writes": [{"name": "torch.ok", "line": 7}], "calls": []}
+    assert decide(tmp_path, source, True)["skipped"] == {"lines": [6, 6], "ended_by": None, "writes": [], "calls": []}
+
+
+def test_nothing_skipped_is_none(tmp_path):
+    source = "import torch\nif torch.cuda.is_available():\n    go()\n"
+    assert "skipped" not in decide(tmp_path, source, True)  # no else, and the branch taken goes on
+    assert decide(tmp_path, source, False)["skipped"]["lines"] == [3, 3]
+
+
+def test_the_module_functions_a_skipped_call_reaches_are_followed_three_deep(tmp_path):
+    chain = "".join(f"def f{i}():\n    torch.w{i} = 1\n    f{i + 1}()\n\n\n" for i in range(6))
+    source = f"import torch\n\n\n{chain}def go():\n    if torch.cuda.is_available():\n        return\n    f0()\n"
+    (call,) = decide(tmp_path, source, True)["skipped"]["calls"]
+    assert call["writes"] == ["torch.w0", "torch.w1", "torch.w2", "torch.w3"]
+
+
+def test_a_read_returned_as_it_is_goes_to_the_caller(tmp_path):
+    path = tmp_path / "reader.py"
+    path.write_text("import torch\n\n\ndef native():\n    return torch.cuda.is_available()\n\n\ndef other():\n"
+                    "    x = torch.cuda.is_available()\n    return x\n")
+    assert decisions._returns_the_read(str(path), 5, "is_available")
+    assert not decisions._returns_the_read(str(path), 9, "is_available")
+    assert not decisions._returns_the_read(str(tmp_path / "gone.py"), 5, "is_available")
+
+
+def test_an_answer_keeps_true_or_false_and_an_exception_is_its_name_and_message_cut_at_300():
+    assert decisions._answer(lambda: False) == {"ok": True, "repr": "False", "bool": False}
+    assert decisions._answer(lambda: 1) == {"ok": True, "repr": "1", "bool": None}  # not a bool: no answer to branch on
+
+    def failing():
+        raise ValueError("x" * 400)
+    failed = decisions._answer(failing)
+    assert failed["ok"] is False and failed["repr"] == ("ValueError: " + "x" * 400)[:300]
+
+
+def test_what_a_skipped_write_would_replace_is_named_by_its_file_and_function(tmp_path, monkeypatch):
+    (tmp_path / "heldmodule.py").write_text("class Tensor:\n    def cuda(self):\n        pass\n\n\ndef device():\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import heldmodule
+
+    try:
+        short = lambda path: "short:" + path.rsplit("/", 1)[-1]  # noqa: E731
+        assert decisions.what_it_holds("heldmodule.device", short) == {
+            "method": False, "stock": {"file": "short:heldmodule.py", "function": "device"}}
+        assert decisions.what_it_holds("heldmodule.Tensor.cuda", short) == {
+            "method": True, "stock": {"file": "short:heldmodule.py", "function": "cuda"}}
+        assert decisions.what_it_holds("heldmodule.Tensor.absent", short) == {}
+        assert decisions.what_it_holds("never_imported_module.x", short) == {}
+        assert heldmodule.__name__ in sys.modules
+    finally:
+        sys.modules.pop("heldmodule", None)
+
+
+def test_tritons_backends_are_asked_again_with_the_other_answer_and_the_probe_put_back():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    kept = torch.cuda.is_available
+    probe = {"owner": torch.cuda, "attr": "is_available"}
+    other = decisions.triton_choice(probe, True)
+    assert other["evaluated"] and other["kind"] == "triton-driver" and other["answer"] is True
+    assert other["is_active"]["nvidia"] is True and "nvidia" in other["active_backends"]
+    assert decisions.triton_choice(probe, False)["is_active"]["nvidia"] is False
+    assert torch.cuda.is_available is kept
+
+
+def test_torch_fls_vendor_test_is_read_from_the_modules_imported_and_nothing_is_imported():
+    assert decisions.torch_fl_vendor({}) is None
+    compat = types.ModuleType("torch_fl.accelerator.cuda._cuda_compat")
+    compat._load_libcuda = lambda: None
+
+    def no_driver():
+        raise OSError("libcuda.so.1: cannot open")
+    compat.is_nvidia_cuda_available = no_driver
+    root = types.ModuleType("torch_fl")
+    root._build_accelerator = lambda: "cuda"
+    found = decisions.torch_fl_vendor({"torch_fl": root, "torch_fl.accelerator.cuda._cuda_compat": compat})
+    assert found == {"libcuda": {"ok": True, "repr": "False", "bool": False},
+                     "is_nvidia_cuda_available": {"ok": False, "repr": "OSError: libcuda.so.1: cannot open"},
+                     "build_accelerator": {"ok": True, "repr": "'cuda'", "bool": None}}
+    assert decisions.torch_fl_vendor({"torch_fl": types.ModuleType("torch_fl")}) == {}
