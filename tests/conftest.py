@@ -209,6 +209,7 @@ class Heartbeat:
         self.running: dict[str, float] = {}
         self.left: dict[str, int] = {}
         self.outcomes: dict[str, dict[str, int]] = {}
+        self.seconds: dict[str, float] = {}  # each file's tests, setup and teardown included
         self.done = self.total = 0
         self.stop = threading.Event()
 
@@ -232,6 +233,8 @@ class Heartbeat:
             self.running[nodeid] = time.monotonic()
 
     def ended_test(self, report) -> None:
+        path = report.nodeid.split("::", 1)[0]
+        self.seconds[path] = self.seconds.get(path, 0.0) + report.duration
         if report.when != "teardown":
             if report.when == "call" or not report.passed:
                 path = report.nodeid.split("::", 1)[0]
@@ -286,5 +289,26 @@ class _HeartbeatHooks:
     def pytest_runtest_logreport(self, report):
         self.heartbeat.ended_test(report)
 
+    def pytest_sessionfinish(self, session):
+        if session.config.cache is not None and self.heartbeat.seconds:
+            known = session.config.cache.get(FILE_SECONDS, {})
+            session.config.cache.set(FILE_SECONDS, {**known, **{k: round(v, 1) for k, v in self.heartbeat.seconds.items()}})
+
     def pytest_unconfigure(self, config):
         self.heartbeat.stop.set()
+
+
+#: Each test file's seconds in the last run that ran it (pytest's cache folder).
+FILE_SECONDS = "flagos-doctor/file-seconds"
+
+
+def pytest_collection_modifyitems(config, items):
+    """The files that took longest last time first, each file's tests in their own order: xdist
+    hands out whole files (--dist loadfile), and a long file started last ends the run late."""
+    seconds = config.cache.get(FILE_SECONDS, {}) if config.cache is not None else {}
+    if seconds:
+        first_seen = {}
+        for index, item in enumerate(items):
+            first_seen.setdefault(item.nodeid.split("::", 1)[0], index)
+        items.sort(key=lambda item: (-seconds.get(item.nodeid.split("::", 1)[0], 0.0),
+                                     first_seen[item.nodeid.split("::", 1)[0]]))
