@@ -178,7 +178,9 @@ def tarball_commit(path: str) -> str | None:
     try:
         with opener(path, "rb") as handle:
             head = handle.read(64 * 1024)
-        done = subprocess.run(["git", "get-tar-commit-id"], input=head, capture_output=True, timeout=60)
+        # From "/": git 2.39 in a folder whose path is over 128 characters (getcwd's first
+        # buffer) reads the header and exits 1, saying nothing; the archive comes on stdin.
+        done = subprocess.run(["git", "get-tar-commit-id"], input=head, capture_output=True, timeout=60, cwd="/")
     except (OSError, EOFError, subprocess.TimeoutExpired):
         return None
     commit = done.stdout.decode(errors="replace").strip()

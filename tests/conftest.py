@@ -290,7 +290,7 @@ class _HeartbeatHooks:
         self.heartbeat.ended_test(report)
 
     def pytest_sessionfinish(self, session):
-        if session.config.cache is not None and self.heartbeat.seconds:
+        if getattr(session.config, "cache", None) is not None and self.heartbeat.seconds:
             known = session.config.cache.get(FILE_SECONDS, {})
             session.config.cache.set(FILE_SECONDS, {**known, **{k: round(v, 1) for k, v in self.heartbeat.seconds.items()}})
 
@@ -305,7 +305,8 @@ FILE_SECONDS = "flagos-doctor/file-seconds"
 def pytest_collection_modifyitems(config, items):
     """The files that took longest last time first, each file's tests in their own order: xdist
     hands out whole files (--dist loadfile), and a long file started last ends the run late."""
-    seconds = config.cache.get(FILE_SECONDS, {}) if config.cache is not None else {}
+    cache = getattr(config, "cache", None)  # none under -p no:cacheprovider
+    seconds = cache.get(FILE_SECONDS, {}) if cache is not None else {}
     if seconds:
         first_seen = {}
         for index, item in enumerate(items):

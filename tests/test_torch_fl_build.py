@@ -53,6 +53,17 @@ def test_a_git_archive_tarball_gives_its_commit(tmp_path):
     assert (tmp_path / "out" / "torch_fl" / "__init__.py").read_text() == "VALUE = 1\n"
 
 
+def test_the_tarballs_commit_is_read_wherever_the_clone_lives(tmp_path, monkeypatch):
+    # scripts/run-tests builds from the clone's folder: a clone at a long path is a user's.
+    first, _ = small_source(tmp_path / "src")
+    tarball = tmp_path / "src.tar.gz"
+    subprocess.run(["git", "-C", str(tmp_path / "src"), "archive", "--format=tar.gz", "-o", str(tarball), first], check=True)
+    deep = tmp_path / ("a-long-folder-name-" * 12)
+    deep.mkdir()
+    monkeypatch.chdir(deep)
+    assert len(os.getcwd()) > 200 and tarball_commit(str(tarball)) == first
+
+
 def test_a_plain_tarball_is_keyed_by_its_digest(tmp_path):
     (tmp_path / "tree" / "torch_fl").mkdir(parents=True)
     (tmp_path / "tree" / "torch_fl" / "__init__.py").write_text("")
