@@ -45,7 +45,13 @@ for _github in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY"):
 # A run a test starts without --store files its results in this process's own store: never
 # the user's (~/.local/share/flagos-doctor/results), nor another xdist worker's, so no test
 # reads what another test, in another order or process, left there.
-os.environ["FLAGOS_DOCTOR_STORE"] = tempfile.mkdtemp(prefix="flagos-doctor-test-store-")
+TEST_STORE_PREFIX = "flagos-doctor-test-store-"
+#: This is a pytest a test started (explain's fixtures under tests/fixtures load this file
+#: too): it keeps the store it inherited (a write of a FLAGOS_ variable is an event explain
+#: records), and says no progress of its own.
+NESTED = os.path.basename(os.environ.get("FLAGOS_DOCTOR_STORE", "")).startswith(TEST_STORE_PREFIX)
+if not NESTED:
+    os.environ["FLAGOS_DOCTOR_STORE"] = tempfile.mkdtemp(prefix=TEST_STORE_PREFIX)
 
 
 def run_cli(*args, env=None, cwd=None, timeout=600, input=None):
@@ -264,7 +270,7 @@ class Heartbeat:
 @pytest.hookimpl(trylast=True)  # after the terminal reporter is registered
 def pytest_configure(config):
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None or hasattr(config, "workerinput") or config.option.collectonly:
+    if reporter is None or hasattr(config, "workerinput") or config.option.collectonly or NESTED:
         return  # an xdist worker reports through the controller
     heartbeat = Heartbeat(reporter)
     config.pluginmanager.register(_HeartbeatHooks(heartbeat), "flagos-doctor-heartbeat")
@@ -306,7 +312,7 @@ def pytest_collection_modifyitems(config, items):
     """The files that took longest last time first, each file's tests in their own order: xdist
     hands out whole files (--dist loadfile), and a long file started last ends the run late."""
     cache = getattr(config, "cache", None)  # none under -p no:cacheprovider
-    seconds = cache.get(FILE_SECONDS, {}) if cache is not None else {}
+    seconds = cache.get(FILE_SECONDS, {}) if cache is not None and not NESTED else {}
     if seconds:
         first_seen = {}
         for index, item in enumerate(items):
