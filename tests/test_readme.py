@@ -205,10 +205,11 @@ def test_ci_runs_the_readme_test_command_and_it_installs_what_the_readme_says():
         script = handle.read()
     readme = open(README, encoding="utf-8").read()
     for pin in ("torch==2.13.0", "triton==3.9.0 flag-gems==5.0.2", "--target /tmp/fg4 --no-deps flag-gems==4.2.0",
-                "-e '.[test]'", "flagos_doctor.torch_fl_build", 'export CI="${CI:-true}"', "pytest -q"):
+                "-e '.[test]'", "flagos_doctor.torch_fl_build", 'export CI="${CI:-true}"',
+                "pytest -n \"${PYTEST_WORKERS:-auto}\" --dist loadfile"):
         assert pin in script, pin
     # torch first, by exact pin, before anything that depends on it can pull another build.
-    assert script.index("torch==2.13.0") < script.index("flag-gems==5.0.2") < script.index("pytest -q")
+    assert script.index("torch==2.13.0") < script.index("flag-gems==5.0.2") < script.index("-m pytest -n")
     for said in ("torch 2.13.0", "triton 3.9.0", "flag-gems 5.0.2", "flag-gems 4.2.0", "/tmp/fg4", "CI=true"):
         assert said in readme, said
     assert subprocess.run(["bash", "-n", os.path.join(REPO_ROOT, "scripts", "run-tests")]).returncode == 0
