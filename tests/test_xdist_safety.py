@@ -19,3 +19,18 @@ def test_a_run_without_store_files_into_this_processs_store_not_the_users(tmp_pa
     done = subprocess.run([sys.executable, "-c", "from flagos_doctor.store import default_root; print(default_root())"],
                           capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(tmp_path)})
     assert done.stdout.strip() == store, done.stderr  # what a child's Store() takes without --store
+
+
+def test_each_file_is_said_as_it_ends_with_its_outcomes_under_xdist(tmp_path):
+    # tests/conftest.py as a plugin of a pytest run of two files of its own, on two workers.
+    (tmp_path / "test_one.py").write_text("def test_a():\n    pass\n\n\ndef test_b():\n    assert False\n")
+    (tmp_path / "test_two.py").write_text("import pytest\n\n\n@pytest.mark.skip('no')\ndef test_c():\n    pass\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("FLAGOS_DOCTOR_STORE", "CI")}  # not a nested run
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(__file__)), env.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-n", "2",
+                           "--dist", "loadfile", "test_one.py", "test_two.py"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert done.returncode == 1, done.stdout[-2000:]
+    said = [line.split("] ", 1)[1] for line in done.stdout.splitlines() if line.startswith("[tests ")]
+    assert sorted(said) == ["test_one.py: 1 failed, 1 passed", "test_two.py: 1 skipped"], done.stdout[-2000:]
+    assert any(line.startswith("[tests ") and " of 3 done] " in line for line in done.stdout.splitlines())
