@@ -137,6 +137,8 @@ def test_a_secret_in_the_document_is_scrubbed_before_it_is_embedded(monkeypatch)
 def test_names_are_numbered_as_strings_and_a_document_without_rows_is_an_empty_page():
     got = html.data(matrix([row("abs", cell("STRICT", (None, "PASS", None, None)))]))
     assert got["profiles"] == ["None"] and got["routes"] == ["None"]  # a case's missing route said, not null
+    bare_cell = html.data(matrix([row("abs", {"verdict": "PENDING"})]))  # no cases, no marks recorded
+    assert bare_cell["rows"][0][3] == [[0, 0]]
     empty = html.data({"schema": "flagos-doctor/matrix/1", "columns": None, "rows": None})
     assert (empty["rows"], empty["columns"], empty["causes"], empty["marks"]) == ([], [], [], [])
     assert "<title>Operator support: 0 overloads, 0 runs</title>" in html.render({"schema": "flagos-doctor/matrix/1"})
