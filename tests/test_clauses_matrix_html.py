@@ -95,6 +95,8 @@ def test_a_columns_header_lines_are_its_provenance_with_a_dash_for_what_is_unkno
     (bare,) = html.data(matrix([], columns=[{"label": "x", "version": "5.0.2", "flag_gems": "5.0.2"}]))["columns"]
     assert bare["lines"] == ["torch_fl —", "flag_gems 5.0.2", "—", "—", "census —"]  # a version equal to flag_gems': said once
     assert bare["stack"] == "?"
+    (unknown,) = html.data(matrix([], columns=[{"label": "y"}]))["columns"]
+    assert unknown["lines"][:2] == ["torch_fl —", "flag_gems —"]
 
 
 def test_the_page_needs_nothing_at_view_time_its_style_and_script_allowed_by_their_sha256():
@@ -139,6 +141,8 @@ def test_names_are_numbered_as_strings_and_a_document_without_rows_is_an_empty_p
     assert got["profiles"] == ["None"] and got["routes"] == ["None"]  # a case's missing route said, not null
     bare_cell = html.data(matrix([row("abs", {"verdict": "PENDING"})]))  # no cases, no marks recorded
     assert bare_cell["rows"][0][3] == [[0, 0]]
+    unknown_mark = html.data(matrix([row("abs", cell("STRICT", marks=["a-mark-of-another-version", "flaky"]))]))
+    assert unknown_mark["rows"][0][3] == [[0, 2]]  # a mark the page has no bit for adds none
     empty = html.data({"schema": "flagos-doctor/matrix/1", "columns": None, "rows": None})
     assert (empty["rows"], empty["columns"], empty["causes"], empty["marks"]) == ([], [], [], [])
     assert "<title>Operator support: 0 overloads, 0 runs</title>" in html.render({"schema": "flagos-doctor/matrix/1"})
