@@ -173,3 +173,18 @@ def test_a_secret_holding_another_is_masked_whole(monkeypatch, pipe):
     opened.emit({"record": "b", "detail": "tok-123456789-and-more"})
     os.close(write_fd)
     assert drain(read_fd)[1]["detail"] == "<redacted>"  # longest first: no "-and-more" left over
+
+
+def test_the_environment_is_learnt_again_only_from_the_entries_that_changed(monkeypatch, pipe):
+    # 8,000 variables made every record rescan them all (minutes): only what changed is read again.
+    _, write_fd = pipe
+    asked: list[dict] = []
+    real = channel.redact.secret_values
+    monkeypatch.setattr(channel.redact, "secret_values", lambda env, *a, **k: asked.append(dict(env)) or real(env, *a, **k))
+    opened = ChildChannel(None, write_fd, announce_secrets=False)
+    opened.emit({"record": "a"})
+    opened.emit({"record": "b"})  # nothing changed: nothing read again
+    monkeypatch.setenv("FRESH_TOKEN", "tok-0987654321")
+    opened.emit({"record": "c"})
+    assert len(asked) == 2 and len(asked[0]) == len(os.environ) - 1
+    assert asked[1] == {"FRESH_TOKEN": "tok-0987654321"}
