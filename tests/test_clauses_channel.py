@@ -188,3 +188,14 @@ def test_the_environment_is_learnt_again_only_from_the_entries_that_changed(monk
     opened.emit({"record": "c"})
     assert len(asked) == 2 and len(asked[0]) == len(os.environ) - 1
     assert asked[1] == {"FRESH_TOKEN": "tok-0987654321"}
+
+
+def test_descriptor_0_is_a_request_pipe_like_any_other():
+    # "<read_fd>,<write_fd>": a parent may hand its requests over the child's stdin (fd 0).
+    code = ("from flagos_doctor.channel import ChildChannel; c = ChildChannel.from_env(); "
+            "c.emit({'record': 'got', 'request': c.receive()})")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          input=(encode({"op": "hello", NONCE: "n"}) + encode({"op": "overload", "name": "abs"})).decode(),
+                          env={**os.environ, channel.ENV_VAR: "0,1", "PYTHONPATH": REPO_ROOT})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"record": "got", "request": {"op": "overload", "name": "abs"}, NONCE: "n"}
