@@ -245,7 +245,7 @@ def test_the_committed_examples_of_docs_ci_are_what_the_command_makes(tmp_path, 
     docs = f"{root}/docs/ci"
     assert (tmp_path / "comment.md").read_text() == pathlib.Path(f"{docs}/example-comment.md").read_text(encoding="utf-8")
     assert pathlib.Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8") == pathlib.Path(f"{docs}/example-step-summary.md").read_text(encoding="utf-8")
-    assert len((tmp_path / "comment.md").read_text()) == 30_466  # as docs/ci.md says
+    assert len((tmp_path / "comment.md").read_text()) == 30_461  # as docs/ci.md says
 
 
 def test_runs_that_are_not_comparable_say_so_on_the_comments_first_line(tmp_path, cli):

@@ -100,17 +100,17 @@ def _listed(row: dict, key: str) -> list[str]:
 def render_comment(merged: dict) -> str:
     """The one comment: its verdict on the first line, a row per vendor, then each vendor's
     regressions and other changes, under GitHub's limit."""
-    head = [first_line(merged), ""]
-    page = Page(COMMENT_MAX_CHARS - sum(len(line) + 1 for line in head), "each vendor's artifact (`comparison.json`)")
+    page = Page(COMMENT_MAX_CHARS, "each vendor's artifact (`comparison.json`)")
+    page.add([first_line(merged), ""])
     rows = [f"| {cell(v['name'])} | {_verdict(v)} | {v.get('regressions', '—')} | {v.get('fixes', '—')} | "
             f"{v.get('changes', '—')} | {v.get('unchanged', '—')} | {cell(' → '.join(str(v.get('labels', {}).get(s)) for s in 'ab')) if v.get('labels') else '—'} |"
             for v in merged["vendors"]]
-    page.add(["| vendor | verdict | regressed | fixed | other changes | unchanged | base → head |",
-              "|---|---|---:|---:|---:|---:|---|", *rows, ""], 0)
+    page.add_table("", ["| vendor | verdict | regressed | fixed | other changes | unchanged | base → head |",
+                        "|---|---|---:|---:|---:|---:|---|"], rows, 0, "the vendors' rows", folded=False)
     for priority, row in enumerate(merged["vendors"], start=1):
         lines = [row["first_line"], ""] + _listed(row, "regressed") + _listed(row, "changed")
-        page.add(details(f"{cell(row['name'])}: {_verdict(row)}", lines), priority, f"{row['name']}'s details")
-    return "\n".join(head) + "\n" + page.text() + COMMENT_MARKER + "\n"
+        page.add(details(f"{row['name']}: {_verdict(row)}", lines), priority, f"{row['name']}'s details")
+    return page.text() + COMMENT_MARKER + "\n"
 
 
 @output.register(MERGE_SCHEMA, output.TERMINAL)

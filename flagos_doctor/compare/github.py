@@ -121,12 +121,11 @@ def verdict_line(comparison: dict, fail_on: str = "regression") -> str:
 def render_comment(comparison: dict, fail_on: str = "regression", full_record: str | None = None) -> str:
     """A pull-request comment: :func:`verdict_line`, the comparison's Markdown under the
     rest of GitHub's limit, and :data:`COMMENT_MARKER`."""
-    head = [verdict_line(comparison, fail_on), ""]
-    page = Page(COMMENT_MAX_CHARS - sum(len(line) + 1 for line in head),
-                full_record or "the comparison's JSON (the workflow's artifact)")
+    page = Page(COMMENT_MAX_CHARS, full_record or "the comparison's JSON (the workflow's artifact)")
+    page.add([verdict_line(comparison, fail_on), ""])
     if not comparison.get("refused"):
         markdown.render_into(page, comparison, heading_level=3)
-    return "\n".join(head) + "\n" + page.text() + COMMENT_MARKER + "\n"
+    return page.text() + COMMENT_MARKER + "\n"
 
 
 # -- the mode ----------------------------------------------------------------------------
