@@ -139,3 +139,93 @@ def test_an_atomic_write_through_a_symlink_replaces_its_target_and_keeps_the_lin
     assert stat.S_ISCHR(os.stat(device).st_mode)
 
 
+
+
+# -- 2. ci-merge trusts no box ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def safe_comparison(tmp_path_factory) -> dict:
+    path = tmp_path_factory.mktemp("box") / "comparison.json"
+    done = run_cli("survey", "--compare", H6_B, H6_B, "--json", str(path), "-q", cwd=REPO_ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(path.read_text())
+
+
+def _hostile_boxes(regressed: dict) -> dict:
+    """What a box's comparison.json may hold instead of what survey --compare wrote: name -> text."""
+    def changed(**fields):
+        return json.dumps({**regressed, **fields})
+
+    first = regressed["transitions"][0]
+    return {
+        "only-its-schema": json.dumps({"schema": "flagos-doctor/compare/1"}),
+        "zero-beside-regressed": changed(regressions=0),
+        "regressed-list-emptied": changed(regressed_overloads=[], regressions=0),
+        "count-a-string": changed(regressions="1"),
+        "count-a-bool": changed(fixes=True),
+        "count-negative": changed(unchanged=-5),
+        "names-not-a-list": changed(regressed_overloads="sum.IntList_out"),
+        "names-repeated": changed(regressed_overloads=["sum.IntList_out"] * 2, regressions=2),
+        "transition-a-string": changed(transitions=["x"]),
+        "transition-kind-unknown": changed(transitions=[{**first, "kind": "improvement"}]),
+        "case-regression-a-string": changed(cases_changed=[{**regressed["cases_changed"][0], "regression": "yes"}]),
+        "arms-a-list": changed(arms=[]),
+        "routed-at-garbage": changed(routed_at={"sum.IntList_out": "line 4"}),
+        "a-later-schema": changed(schema="flagos-doctor/compare/2"),
+        "refused-without-differences": json.dumps({"schema": "flagos-doctor/compare/1", "refused": True, "arms": {}}),
+        "a-list": "[]",
+        "truncated": json.dumps(regressed)[:500],
+        "not-json": "<html>502 Bad Gateway</html>",
+        "empty": "",
+    }
+
+
+def test_ci_merge_says_which_box_it_cannot_trust_and_merges_the_others(tmp_path, comparison, safe_comparison):
+    good = tmp_path / "pr-check-metax"
+    good.mkdir()
+    (good / "comparison.json").write_text(json.dumps(safe_comparison))
+    for name, text in _hostile_boxes(comparison).items():
+        box = tmp_path / f"pr-check-{name}"
+        box.mkdir()
+        (box / "comparison.json").write_text(text)
+        comment, merged = tmp_path / f"{name}.md", tmp_path / f"{name}.json"
+        done = run_cli("ci-merge", str(good), str(box), "--comment-file", str(comment), "--json", str(merged),
+                       timeout=120)
+        line = _one_line(done)  # exit 2, one line naming the box's file; never 3
+        assert str(box / "comparison.json") in line and "unreadable: " in line, (name, line)
+        body = comment.read_text()
+        assert body.startswith(f"❌ **Not safe to merge** (flagos-doctor, 2 vendor boxes): {name} (unreadable)."), name
+        assert body.replace("Not safe to merge", "").count("Safe to merge") == 1, name  # metax's own line only
+        rows = {row.split(" | ")[0][2:]: row.split(" | ")[1] for row in body.splitlines() if row.startswith("| ")}
+        assert rows["metax"] == "✅ safe" and rows[name].startswith("⚠️ unreadable: "), (name, rows)
+        document = json.loads(merged.read_text())
+        assert document["safe"] is False and [v["state"] for v in document["vendors"]] == ["compared", "unreadable"]
+        assert f"{name}: unreadable: " in done.stdout
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dir", "null"])
+def test_a_comparison_json_that_is_no_regular_file_is_an_unreadable_box(tmp_path, kind, safe_comparison):
+    box = tmp_path / "pr-check-cuda"
+    box.mkdir()
+    special = _special(box, kind)
+    os.rename(special, box / "comparison.json")
+    done = run_cli("ci-merge", str(box), "--comment-file", str(tmp_path / "c.md"), timeout=60)
+    assert "not a regular file" in _one_line(done) or "directory" in _one_line(done)
+    assert (tmp_path / "c.md").read_text().startswith("❌ **Not safe to merge** (flagos-doctor, 1 vendor box): cuda (unreadable).")
+
+
+def test_ci_merge_rows_are_named_after_the_vendor_not_the_artifact(tmp_path, comparison, safe_comparison):
+    for folder, document in (("pr-check-cuda", comparison), ("pr-check-metax", safe_comparison), ("ascend", None)):
+        (tmp_path / folder).mkdir()
+        if document:
+            (tmp_path / folder / "comparison.json").write_text(json.dumps(document))
+    done = run_cli("ci-merge", *(str(tmp_path / f) for f in ("pr-check-cuda", "pr-check-metax", "ascend")),
+                   str(tmp_path / "pr-check-metax" / "comparison.json").replace("metax", "metax/../pr-check-metax"),
+                   "--comment-file", str(tmp_path / "c.md"), timeout=60)
+    assert done.returncode == 2 and "share a name (metax)" in done.stderr
+    done = run_cli("ci-merge", *(str(tmp_path / f) for f in ("pr-check-cuda", "pr-check-metax", "ascend")),
+                   "--comment-file", str(tmp_path / "c.md"), timeout=60)
+    assert done.returncode == 1, done.stderr
+    body = (tmp_path / "c.md").read_text()
+    assert body.startswith("❌ **Not safe to merge** (flagos-doctor, 3 vendor boxes): cuda (regressed), ascend (no comparison).")
+    assert [row.split(" | ")[0] for row in body.splitlines() if row.startswith("| ") and "---" not in row][1:] == [
+        "| cuda", "| metax", "| ascend"]
