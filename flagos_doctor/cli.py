@@ -468,13 +468,15 @@ def main() -> None:
     except ImportError:
         from click import exceptions as click_errors
 
-    from flagos_doctor import redact
+    from flagos_doctor import redact, workflow
 
     if _help_outside_a_terminal(sys.argv[1:]):
         from typer import rich_utils
 
         rich_utils.MAX_WIDTH = _help_width()
         sys.stdout = _HelpStream(sys.stdout)
+    if workflow.on_runner(sys.argv[1:], os.environ):  # every line GitHub's runner reads: no command of a user's
+        sys.stdout, sys.stderr = workflow.guarded(sys.stdout), workflow.guarded(sys.stderr)
     sys.stdout = redact.ScrubbingStream(sys.stdout)
     sys.stderr = redact.ScrubbingStream(sys.stderr)
     try:

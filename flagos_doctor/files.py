@@ -166,14 +166,20 @@ def append_text(path: str, text: str, what: str) -> None:
         raise BadInput(f"cannot write {path}: {exc.strerror or exc}", what) from None
 
 
-def write_stdout(text: str, option: str) -> None:
+def write_stdout(text: str, option: str, commands: bool = False) -> None:
     """Write ``text`` to standard output; a failure (a full disk behind a redirect, a closed
     pipe) is one line naming ``option``, and stdout is pointed at /dev/null so the
-    interpreter's own flush at exit adds no second complaint."""
+    interpreter's own flush at exit adds no second complaint. ``commands``: ``text`` is
+    workflow commands the doctor means, which a runner's guarded stdout lets through
+    (:mod:`flagos_doctor.workflow`); other text has each line made inert there."""
     import sys
 
+    text = redact.scrub_environ(text)
     try:
-        sys.stdout.write(redact.scrub_environ(text))
+        if commands and hasattr(sys.stdout, "write_commands"):
+            sys.stdout.write_commands(text)
+        else:
+            sys.stdout.write(text)
         sys.stdout.flush()
     except OSError as exc:
         try:

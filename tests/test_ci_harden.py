@@ -12,14 +12,21 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
+import shlex
+import shutil
 import stat
+import subprocess
+import sys
 
 import pytest
+import yaml
 from conftest import REPO_ROOT, run_cli
 
 H6_A = "surveys/results/torch_fl-5c9d6f4-flag_gems-5.0.2-h200-harness6.json"
 H6_B = "surveys/results/torch_fl-ceb4821-flag_gems-5.0.2-h200-harness6.json"
 GITHUB_LIMIT = 65_536
+WORKFLOWS = [os.path.join(REPO_ROOT, "docs", "ci", name) for name in ("torch-fl-pr-check.yml", "flaggems-pr-check.yml")]
 #: Linux's numbers of /dev/null and /dev/full.
 NULL, FULL = os.makedev(1, 3), os.makedev(1, 7)
 
@@ -139,8 +146,6 @@ def test_an_atomic_write_through_a_symlink_replaces_its_target_and_keeps_the_lin
     assert stat.S_ISCHR(os.stat(device).st_mode)
 
 
-
-
 # -- 2. ci-merge trusts no box ---------------------------------------------------------------
 @pytest.fixture(scope="module")
 def safe_comparison(tmp_path_factory) -> dict:
@@ -229,3 +234,133 @@ def test_ci_merge_rows_are_named_after_the_vendor_not_the_artifact(tmp_path, com
     assert body.startswith("❌ **Not safe to merge** (flagos-doctor, 3 vendor boxes): cuda (regressed), ascend (no comparison).")
     assert [row.split(" | ")[0] for row in body.splitlines() if row.startswith("| ") and "---" not in row][1:] == [
         "| cuda", "| metax", "| ascend"]
+
+
+# -- 3. no workflow command but the doctor's own: the shipped workflow's steps, in a fake runner --
+#: What a pull request can put in what the doctor prints: an overload's name, a kernel's
+#: error message, a box's folder name (each with a newline, a lone CR, the older form).
+HOSTILE_NAME = "sum.IntList_out\n::warning::injected-name ##[error]v1-name\r::error::cr-name"
+HOSTILE_DETAIL = "RuntimeError: kernel says\n::error file=x,line=1::injected-detail\n  ##[warning]v1-detail\r::add-mask::hidden"
+HOSTILE_BOXES = ["pr-check-x\n::error::injected-box", "pr-check-##[error]v1-box", "pr-check-\r  ::notice::cr-box"]
+#: The only commands the doctor means: annotations (compare/github.py).
+OURS = re.compile(r"^::(error|warning|notice) (file=[^,:]*,line=\d+,)?title=flagos-doctor%3A [^:]*::\S")
+#: Where GitHub's runner breaks lines, and what it trims before a command's ``::``.
+RUNNER_LINES = re.compile(r"\r\n|\r|\n")
+
+
+def _hostile_results(tmp_path: pathlib.Path) -> dict:
+    """The committed whole-conf pair, its regressed overload renamed and its error messages hostile."""
+    made = {}
+    for side, path in (("a", H6_A), ("b", H6_B)):
+        document = json.loads((pathlib.Path(REPO_ROOT) / path).read_text())
+        entry = document["overloads"].pop("sum.IntList_out")
+        for case in entry["cases"]:
+            case["detail"] = HOSTILE_DETAIL
+        document["overloads"][HOSTILE_NAME] = entry
+        document["routes"] = [HOSTILE_NAME if name == "sum.IntList_out" else name for name in document["routes"]]
+        made[side] = document
+    return made
+
+
+def _workflow_step(path: str, job: str, name: str) -> dict:
+    workflow = yaml.safe_load(pathlib.Path(path).read_text(encoding="utf-8"))
+    return next(step for step in workflow["jobs"][job]["steps"] if step.get("name") == name)
+
+
+def _fake_runner(tmp_path: pathlib.Path, cwd: pathlib.Path, script: str, env: dict) -> str:
+    """Run ``script`` as a runner runs a step (bash -e, GITHUB_* files in tmp, flagos-doctor on
+    PATH as this checkout); return what the runner reads: stdout and stderr."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    shim = bin_dir / "flagos-doctor"
+    shim.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(REPO_ROOT)} exec {shlex.quote(sys.executable)} -m flagos_doctor \"$@\"\n")
+    shim.chmod(0o755)
+    runner = {name: str(tmp_path / name.lower()) for name in ("GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT", "GITHUB_ENV", "GITHUB_PATH")}
+    for path in runner.values():
+        pathlib.Path(path).touch()
+    done = subprocess.run(["bash", "-e", "-c", script], cwd=cwd, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **runner, **env, "GITHUB_ACTIONS": "true",
+                               "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr
+    return done.stdout + done.stderr
+
+
+def _commands(printed: str) -> list[str]:
+    """Every line the runner would read as a workflow command (either form)."""
+    return [line for line in RUNNER_LINES.split(printed)
+            if line.lstrip().startswith("::") or "##[" in line]
+
+
+def test_the_shipped_pr_check_prints_no_command_but_its_own(tmp_path):
+    # The vendor job's "Survey and compare" step as shipped: the base and head commits of a
+    # checkout are found in the box's results store (surveyed before), their results hostile.
+    checkout = tmp_path / "Torch-FL"
+    (checkout / "torch_fl" / "configs").mkdir(parents=True)
+    conf = "torch_fl/configs/backends_flaggems.conf"
+    (checkout / conf).write_text("sum.out = flagos_python\n")
+    subprocess.run(["git", "init", "-q", str(checkout)], check=True)
+    commits = []
+    for message in ("base", "head"):
+        subprocess.run(["git", "-C", str(checkout), "add", "-A"], check=True)
+        subprocess.run(["git", "-C", str(checkout), "-c", "user.name=t", "-c", "user.email=t@example", "commit",
+                        "-q", "--allow-empty", "-m", message], check=True)
+        commits.append(subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True,
+                                      text=True, check=True).stdout.strip())
+    subprocess.run(["git", "-C", str(checkout), "update-ref", "refs/remotes/origin/main", commits[0]], check=True)
+    store = tmp_path / "store"
+    for commit, document in zip(commits, _hostile_results(tmp_path).values()):
+        (store / "survey" / commit).mkdir(parents=True)
+        (store / "survey" / commit / "filed.json").write_text(json.dumps(document))
+    step = _workflow_step(WORKFLOWS[0], "survey", "Survey and compare")
+    printed = _fake_runner(tmp_path, checkout, step["run"], {"BASE": "origin/main", "HEAD_SHA": commits[1],
+                                                            "CONF": conf, "FLAGOS_DOCTOR_STORE": str(store)})
+    assert "exit=1" in (tmp_path / "github_output").read_text()  # it compared: one regression
+    assert "injected-name" in printed and "injected-detail" in printed  # the views did print them...
+    ours = _commands(printed)
+    assert ours and all(OURS.match(line) and "##[" not in line for line in ours), ours  # ...as no command
+    assert sum(line.startswith("::error ") for line in ours) == 1
+    # The final job's merge step as shipped, over that box and boxes of hostile names.
+    artifacts = tmp_path / "job" / "artifacts"
+    shutil.copytree(checkout / "pr-check", artifacts / "pr-check-cuda")
+    for name in HOSTILE_BOXES:
+        shutil.copytree(checkout / "pr-check", artifacts / name)
+    script = _workflow_step(WORKFLOWS[0], "comment", "Merge the vendors' comparisons")["run"]
+    script = "\n".join(line for line in script.splitlines() if not line.strip().startswith("pip install"))
+    printed = _fake_runner(tmp_path, tmp_path / "job", script, {})
+    assert "injected-box" in printed and "v1-box" in printed and _commands(printed) == []
+    body = (tmp_path / "job" / "comment.md").read_text()
+    assert body.startswith("❌ **Not safe to merge** (flagos-doctor, 6 vendor boxes): ")
+
+
+def test_a_command_split_across_writes_and_flushes_is_still_made_inert():
+    import io
+
+    from flagos_doctor.workflow import CommandGuard
+
+    out = io.StringIO()
+    guard = CommandGuard(out)
+    for piece in ("  :", ":warning::split\n", "text ##", "[error]x\rnext\r\n", "\u2003::notice::em-space", "#", "#",
+                  "[a]", "\n"):
+        guard.write(piece)
+        guard.flush()  # a flush between any two writes (print(..., flush=True), rich)
+    guard.write_commands("::error title=flagos-doctor%3A x::meant ##[but not this]\n")
+    guard.write("tail ::x ##")
+    guard.finish()
+    assert _commands(out.getvalue()) == ["::error title=flagos-doctor%3A x::meant ##\u00b7[but not this]"]
+    assert out.getvalue().replace("\u00b7", "") == (
+        "  ::warning::split\ntext ##[error]x\rnext\r\n\u2003::notice::em-space##[a]\n"
+        "::error title=flagos-doctor%3A x::meant ##[but not this]\ntail ::x ##")  # nothing lost
+
+
+def test_json_on_stdout_on_a_runner_is_the_same_document_and_no_command(tmp_path):
+    documents = _hostile_results(tmp_path)
+    for side, document in documents.items():
+        (tmp_path / f"{side}.json").write_text(json.dumps(document))
+    done = run_cli("survey", "--compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--json", "-",
+                   env={"GITHUB_ACTIONS": "true"}, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "##[" not in done.stdout and all(OURS.match(line) for line in _commands(done.stdout))
+    comparison = json.loads(done.stdout[: done.stdout.rindex("}") + 1])
+    assert HOSTILE_NAME in comparison["regressed_overloads"]
+    assert any(HOSTILE_DETAIL in json.dumps(g, ensure_ascii=False) or "v1-detail" in json.dumps(g)
+               for g in comparison["failure_groups"])
