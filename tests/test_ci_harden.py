@@ -364,3 +364,113 @@ def test_json_on_stdout_on_a_runner_is_the_same_document_and_no_command(tmp_path
     assert HOSTILE_NAME in comparison["regressed_overloads"]
     assert any(HOSTILE_DETAIL in json.dumps(g, ensure_ascii=False) or "v1-detail" in json.dumps(g)
                for g in comparison["failure_groups"])
+
+
+# -- 4. within budgets and GitHub's limits, whatever the input's size --------------------------
+def _small_comparison(regressed: list[str]) -> dict:
+    """A comparison as small as one gets: ``regressed`` overloads, each from PASS to WRONG."""
+    return {"schema": "flagos-doctor/compare/1", "arms": {"a": {"label": "base"}, "b": {"label": "head"}},
+            "census_identical": False, "regressions": len(regressed), "regressed_overloads": regressed,
+            "transitions": [{"overload": name, "from": "STRICT", "to": "FAILED", "kind": "regression",
+                             "mark": "newly failing"} for name in regressed],
+            "cases_changed": [], "fixes": 0, "changes": 0, "changed_overloads": [], "unchanged": 12}
+
+
+def test_ci_merge_of_a_thousand_boxes_stays_under_githubs_limit(tmp_path):
+    artifacts = tmp_path / "artifacts"
+    for index in range(1000):
+        box = artifacts / f"pr-check-vendor-{index:04d}"
+        box.mkdir(parents=True)
+        (box / "comparison.json").write_text(json.dumps(_small_comparison([f"op{index}.out", f"op{index}.Tensor"])))
+    comment = tmp_path / "comment.md"
+    done = run_cli("ci-merge", *sorted(str(p) for p in artifacts.iterdir()), "--comment-file", str(comment), "-q",
+                   timeout=300)
+    assert done.returncode == 1, done.stderr
+    body = comment.read_text()
+    assert len(body) <= GITHUB_LIMIT and body.endswith("<!-- flagos-doctor-pr-check -->\n")
+    assert body.startswith("❌ **Not safe to merge** (flagos-doctor, 1000 vendor boxes): vendor-0000 (regressed), ")
+    assert ", and 990 more." in body.splitlines()[0]
+    assert len([line for line in body.splitlines() if line.startswith("| vendor-")]) == 1000  # a row each
+    assert "Left out to stay under 64,000 characters: vendor-0005's details; " in body  # the rest named
+
+
+@pytest.mark.parametrize("size", [100_000, 2_000_000])
+def test_a_huge_overload_name_keeps_every_page_in_its_budget(tmp_path, size):
+    name = "sum." + "x" * size
+    for side, path in (("a", H6_A), ("b", H6_B)):
+        document = json.loads((pathlib.Path(REPO_ROOT) / path).read_text())
+        document["overloads"][name] = document["overloads"].pop("sum.IntList_out")
+        document["routes"] = [name if route == "sum.IntList_out" else route for route in document["routes"]]
+        (tmp_path / f"{side}.json").write_text(json.dumps(document))
+    summary = tmp_path / "summary.md"
+    done = run_cli("survey", "--compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--github", "-q",
+                   "--comment-file", str(tmp_path / "comment.md"), "--markdown", str(tmp_path / "page.md"),
+                   "--max-chars", "20000", env={"GITHUB_STEP_SUMMARY": str(summary)}, timeout=300)
+    assert done.returncode == 1, done.stderr
+    comment = (tmp_path / "comment.md").read_text()
+    assert len(comment) <= GITHUB_LIMIT and comment.startswith("❌ **Not safe to merge** (flagos-doctor): 1 regressed (`sum.xxx")
+    assert len((tmp_path / "page.md").read_text()) <= 20_000 and len(summary.read_text()) <= 20_000
+    # ci-merge of a box whose regression has that name
+    box = tmp_path / "pr-check-cuda"
+    box.mkdir()
+    (box / "comparison.json").write_text(json.dumps(_small_comparison([name, "abs.out"])))
+    merged = run_cli("ci-merge", str(box), "--comment-file", str(tmp_path / "merged.md"), timeout=120)
+    assert merged.returncode == 1, merged.stderr
+    assert len((tmp_path / "merged.md").read_text()) <= GITHUB_LIMIT
+
+
+@pytest.mark.parametrize("max_chars", [None, "5000"])
+def test_explain_of_a_100_kb_command_line_keeps_its_markdown_in_budget(tmp_path, max_chars):
+    page = tmp_path / "explain.md"
+    budget = ["--max-chars", max_chars] if max_chars else []
+    done = run_cli("explain", "--markdown", str(page), *budget, "-q", "--", sys.executable, "-c", "import sys",
+                   "A" * 100_000, cwd=str(tmp_path), timeout=300)
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    assert len(text) <= int(max_chars or 60_000)
+    assert text.startswith("## flagos-doctor explain") and "characters, cut)" in text
+
+
+@pytest.mark.parametrize("max_chars", [2_000, 9_999, 60_000, 65_536])
+def test_a_page_never_passes_its_budget_whatever_its_parts(max_chars):
+    from flagos_doctor.markdown import Page
+
+    long = "y" * 300_000
+    shapes = {
+        "one huge line always kept": [([long], 0)],
+        "many lines always kept": [([f"- line {i} " + "z" * 80 for i in range(5_000)], 0)],
+        "huge lines in several kept parts": [([long, "", long], 0), (["<details>", long, "</details>"], 0), ([long], 1)],
+        "a huge table": [("table", [f"| {i} | {long[:i % 500]} |" for i in range(3_000)], 0)],
+        "a huge part name": [([long], 1, long)],
+    }
+    for what, parts in shapes.items():
+        page = Page(max_chars, full_record="`" + "r" * 10_000 + "`")
+        for part in parts:
+            if part[0] == "table":
+                page.add_table("T", ["| a | b |", "|---|---|"], part[1], part[2], "rows")
+            else:
+                page.add(part[0], part[1], *(part[2:] or [None]))
+        text = page.text()
+        assert len(text) <= max_chars, (what, len(text))
+        assert text.count("<details>") == text.count("</details>"), what
+
+
+# -- 5. a <summary> is plain text ------------------------------------------------------------
+def test_summaries_are_plain_text_in_the_step_summary_and_the_comments(tmp_path, comparison):
+    summary = tmp_path / "summary.md"
+    done = run_cli("survey", "--compare", H6_A, H6_B, "--github", "-q", "--comment-file", str(tmp_path / "c.md"),
+                   env={"GITHUB_STEP_SUMMARY": str(summary)}, cwd=REPO_ROOT, timeout=120)
+    assert done.returncode == 1, done.stderr
+    box = tmp_path / "pr-check-<details><summary><b>#bold&x"  # a folder name holds no "/"
+    box.mkdir()
+    (box / "comparison.json").write_text(json.dumps(comparison))
+    merged = run_cli("ci-merge", str(box), "--comment-file", str(tmp_path / "m.md"), timeout=120)
+    assert merged.returncode == 1, merged.stderr
+    pages = [summary.read_text(), (tmp_path / "c.md").read_text(), (tmp_path / "m.md").read_text()]
+    assert "<b>" not in pages[2]  # the box's name is text wherever the comment shows it
+    summaries = [line for text in pages for line in text.splitlines() if "<summary>" in line]
+    assert len(summaries) >= 9
+    for line in summaries:
+        inside = line[line.index("<summary>") + len("<summary>"): line.rindex("</summary>")]
+        assert not inside.lstrip().startswith("#") and "<" not in inside, line
+    assert "<summary>&lt;details&gt;&lt;summary&gt;&lt;b&gt;#bold&amp;x: ❌ regressed</summary>" in pages[2]

@@ -19,6 +19,7 @@ state is ``compared``, ``refused`` (the runs were not comparable), ``missing`` o
 
 from __future__ import annotations
 
+import html
 import os
 
 from flagos_doctor import files, output
@@ -100,15 +101,21 @@ def _verdict(row: dict) -> str:
 NAMED = 10
 
 
-def first_line(merged: dict) -> str:
+def first_line(merged: dict, name=str) -> str:
+    """The verdict over every box, naming the boxes that are not safe (each by ``name``)."""
     vendors = merged["vendors"]
     boxes = f"{len(vendors)} vendor box{'es' if len(vendors) != 1 else ''}"
     if merged["safe"]:
         return f"✅ **Safe to merge** (flagos-doctor, {boxes}): nothing regressed on any."
-    bad = [f"{v['name']} ({_verdict(v).split(' ', 1)[1]})" for v in vendors
+    bad = [f"{name(v['name'])} ({_verdict(v).split(' ', 1)[1]})" for v in vendors
            if v["state"] != "compared" or v["regressions"]]
     more = f", and {len(bad) - NAMED} more" if len(bad) > NAMED else ""
     return f"❌ **Not safe to merge** (flagos-doctor, {boxes}): {', '.join(bad[:NAMED])}{more}."
+
+
+def _markdown_name(name: str) -> str:
+    """A box's name (a folder's: any character but ``/``) as text in the comment, never HTML."""
+    return html.escape(cell(name), quote=False)
 
 
 def _verdict_cell(row: dict) -> str:
@@ -126,8 +133,8 @@ def render_comment(merged: dict) -> str:
     """The one comment: its verdict on the first line, a row per vendor, then each vendor's
     regressions and other changes, under GitHub's limit."""
     page = Page(COMMENT_MAX_CHARS, "each vendor's artifact (`comparison.json`)")
-    page.add([first_line(merged), ""])
-    rows = [f"| {cell(v['name'])} | {_verdict_cell(v)} | {v.get('regressions', '—')} | {v.get('fixes', '—')} | "
+    page.add([first_line(merged, _markdown_name), ""])
+    rows = [f"| {_markdown_name(v['name'])} | {_verdict_cell(v)} | {v.get('regressions', '—')} | {v.get('fixes', '—')} | "
             f"{v.get('changes', '—')} | {v.get('unchanged', '—')} | {cell(' → '.join(str(v.get('labels', {}).get(s)) for s in 'ab')) if v.get('labels') else '—'} |"
             for v in merged["vendors"]]
     page.add_table("", ["| vendor | verdict | regressed | fixed | other changes | unchanged | base → head |",
