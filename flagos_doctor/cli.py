@@ -401,7 +401,7 @@ HELP_WIDTH = 100
     epilog="Example:\n\n  flagos-doctor ci-merge artifacts/pr-check-* --comment-file comment.md",
 )
 def ci_merge(
-    paths: List[str] = typer.Argument(..., metavar="DIR...", help="Each vendor box's artifact folder holding its comparison.json (the folder's name is the vendor's)."),
+    paths: List[str] = typer.Argument(..., metavar="DIR...", help="Each vendor box's artifact folder holding its comparison.json (the vendor: the folder's name less pr-check-)."),
     comment_file: Optional[str] = typer.Option(None, "--comment-file", metavar="PATH", help="Write the one PR comment here: its first line says whether the PR is safe, then a row per vendor."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the merge document."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
