@@ -181,6 +181,8 @@ def _hostile_boxes(regressed: dict) -> dict:
         "truncated": json.dumps(regressed)[:500],
         "not-json": "<html>502 Bad Gateway</html>",
         "empty": "",
+        "lone-surrogate": changed(regressed_overloads=["sum.IntList_out\ud800"]),  # JSON writes it "\ud800"
+        "lone-surrogate-key": changed(routed_at={"\udfff": {"file": "x.conf", "line": 1}}),
     }
 
 

@@ -97,6 +97,30 @@ def check(document: dict, where: str) -> dict:
     return document
 
 
+def _text_of(value, where: str, at: str = "") -> None:
+    """BadInput when a string of ``value`` (a key too) holds a lone surrogate (``"\\ud800"``
+    in the JSON): no UTF-8 file, comment or terminal could then show it."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadInput(f"a lone surrogate (\\u{ord(value[_surrogate(value)]):04x}) in {at or 'the document'}: "
+                           "not text", where) from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _text_of(key, where, f"a key of {at or 'the document'}")
+            _text_of(item, where, f"field '{key[:80]}'" if not at else at)
+    elif isinstance(value, list):
+        for item in value:
+            _text_of(item, where, at)
+
+
+def _surrogate(text: str) -> int:
+    return next(i for i, c in enumerate(text) if "\ud800" <= c <= "\udfff")
+
+
 def load(path: str) -> dict:
     """The comparison of ``path``, checked (:func:`check`); BadInput naming the file otherwise."""
-    return check(files.load_json(path, "flagos-doctor/compare/"), path)
+    document = files.load_json(path, "flagos-doctor/compare/")
+    _text_of(document, path)
+    return check(document, path)
