@@ -13,10 +13,10 @@ import math
 import os
 import re
 import shutil
-import stat
 import tempfile
 
 from flagos_doctor.errors import BadInput
+from flagos_doctor.files import replaceable
 
 #: A device as ``CUDA_VISIBLE_DEVICES`` and its kin take one: an index, or a GPU/MIG UUID.
 _DEVICE = re.compile(r"^(\d+|(GPU|MIG)-[A-Za-z0-9/-]+)$")
@@ -143,12 +143,7 @@ def writable_file(path: str | None, option: str) -> None:
         return
     if not path:
         raise BadInput("is empty: give a file name", option)
-    # Through any symlink (a dangling one too): the file written is the one it points to.
-    target = os.path.realpath(path)
-    if os.path.isdir(target):
-        raise BadInput(f"{path} is a directory; give a file name", option)
-    if os.path.lexists(target) and not stat.S_ISREG(os.stat(target).st_mode):
-        raise BadInput(f"{path} is not a regular file", option)
+    target = replaceable(path, option)  # through any symlink; a device, a FIFO, a directory refused
     _try_create_in(os.path.dirname(target), path, option)
 
 

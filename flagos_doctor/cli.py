@@ -401,7 +401,7 @@ HELP_WIDTH = 100
     epilog="Example:\n\n  flagos-doctor ci-merge artifacts/pr-check-* --comment-file comment.md",
 )
 def ci_merge(
-    paths: List[str] = typer.Argument(..., metavar="DIR...", help="Each vendor box's artifact folder holding its comparison.json (the folder's name is the vendor's)."),
+    paths: List[str] = typer.Argument(..., metavar="DIR...", help="Each vendor box's artifact folder holding its comparison.json (the vendor: the folder's name less pr-check-)."),
     comment_file: Optional[str] = typer.Option(None, "--comment-file", metavar="PATH", help="Write the one PR comment here: its first line says whether the PR is safe, then a row per vendor."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH|-", help="Write the merge document."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
@@ -468,13 +468,15 @@ def main() -> None:
     except ImportError:
         from click import exceptions as click_errors
 
-    from flagos_doctor import redact
+    from flagos_doctor import redact, workflow
 
     if _help_outside_a_terminal(sys.argv[1:]):
         from typer import rich_utils
 
         rich_utils.MAX_WIDTH = _help_width()
         sys.stdout = _HelpStream(sys.stdout)
+    if workflow.on_runner(sys.argv[1:], os.environ):  # every line GitHub's runner reads: no command of a user's
+        sys.stdout, sys.stderr = workflow.guarded(sys.stdout), workflow.guarded(sys.stderr)
     sys.stdout = redact.ScrubbingStream(sys.stdout)
     sys.stderr = redact.ScrubbingStream(sys.stderr)
     try:

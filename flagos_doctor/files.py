@@ -101,19 +101,37 @@ def _umask() -> int:
     return mask
 
 
+def replaceable(path: str | os.PathLike, where: str | None = None) -> str:
+    """The file a write of ``path`` replaces: through any symlink, its target, which must be
+    a regular file or nothing yet. Anything else (``/dev/null``, a FIFO, a directory) is a
+    BadInput naming ``where`` (default: the path): run as root, replacing ``/dev/null`` with a
+    regular file would take it from every process on the machine."""
+    target = os.path.realpath(os.fspath(path))
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:  # nothing there yet (or nothing we may look at: the write itself will say)
+        return target
+    if not stat.S_ISREG(mode):
+        raise BadInput(f"{os.fspath(path)} is {describe_kind(mode)}, not a regular file: it is never replaced",
+                       where or os.fspath(path))
+    return target
+
+
 def atomic_write_text(path: str | os.PathLike, text: str, scrub: bool = True) -> None:
-    """Replace ``path`` with ``text`` (scrubbed of secrets, unless ``scrub`` is False: a
-    source file we build, not a document) in one step; the file gets the mode any new file
-    of the user's would (0666 less the umask), not the private 0600 of a temporary file."""
-    path = os.fspath(path)
+    """Replace ``path`` (:func:`replaceable`: through a symlink, only a regular file) with
+    ``text`` (scrubbed of secrets, unless ``scrub`` is False: a source file we build, not a
+    document) in one step; the file gets the mode any new file of the user's would (0666
+    less the umask), not the private 0600 of a temporary file."""
+    where = os.fspath(path)
+    path = replaceable(where)
     if scrub:
         text = redact.scrub_environ(text)
-    folder = os.path.dirname(os.path.abspath(path))
+    folder = os.path.dirname(path)
     try:
         os.makedirs(folder, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
     except OSError as exc:
-        raise write_failed(path, exc) from None
+        raise write_failed(where, exc) from None
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -127,18 +145,41 @@ def atomic_write_text(path: str | os.PathLike, text: str, scrub: bool = True) ->
         except OSError:
             pass
         if isinstance(exc, OSError):
-            raise write_failed(path, exc) from None
+            raise write_failed(where, exc) from None
         raise
 
 
-def write_stdout(text: str, option: str) -> None:
+def append_text(path: str, text: str, what: str) -> None:
+    """Add ``text`` (scrubbed) at the end of ``path``, as GitHub's own tools add to
+    ``$GITHUB_STEP_SUMMARY``: a regular file (made when missing) grows; a character
+    device (``/dev/null``) is written through, never replaced; a FIFO without a reader, a
+    directory or a full disk is one BadInput naming ``what``, never a hang."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o666)
+    except OSError as exc:
+        kind = f" ({describe_kind(os.stat(path).st_mode)})" if os.path.exists(path) and not os.path.isfile(path) else ""
+        raise BadInput(f"cannot write {path}{kind}: {exc.strerror or exc}", what) from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(redact.scrub_environ(text).encode("utf-8"))
+    except OSError as exc:
+        raise BadInput(f"cannot write {path}: {exc.strerror or exc}", what) from None
+
+
+def write_stdout(text: str, option: str, commands: bool = False) -> None:
     """Write ``text`` to standard output; a failure (a full disk behind a redirect, a closed
     pipe) is one line naming ``option``, and stdout is pointed at /dev/null so the
-    interpreter's own flush at exit adds no second complaint."""
+    interpreter's own flush at exit adds no second complaint. ``commands``: ``text`` is
+    workflow commands the doctor means, which a runner's guarded stdout lets through
+    (:mod:`flagos_doctor.workflow`); other text has each line made inert there."""
     import sys
 
+    text = redact.scrub_environ(text)
     try:
-        sys.stdout.write(redact.scrub_environ(text))
+        if commands and hasattr(sys.stdout, "write_commands"):
+            sys.stdout.write_commands(text)
+        else:
+            sys.stdout.write(text)
         sys.stdout.flush()
     except OSError as exc:
         try:

@@ -109,10 +109,17 @@ def page(max_chars: int, json_path: str | None, how: str) -> dict:
     return {"max_chars": max_chars, "full_record": full_record(json_path, how)}
 
 
+#: The formats whose text is workflow commands for a GitHub runner: the only text written
+#: to stdout as commands (:mod:`flagos_doctor.workflow`).
+WORKFLOW_COMMANDS = ("github-annotations",)
+
+
 def write(text: str, path: str, format: str) -> None:
     """``text`` to ``path`` (atomically) or, for ``-``, to standard output."""
     if path == "-":
-        files.write_stdout(text, f"--{format}")
+        if format == "json":  # "##[" is only ever inside a JSON string: escaped, the same value, read by no runner
+            text = text.replace("##[", "##\\u005b")
+        files.write_stdout(text, f"--{format}", commands=format in WORKFLOW_COMMANDS)
     else:
         files.atomic_write_text(path, text)
 

@@ -192,11 +192,11 @@ def test_ci_merge_writes_one_comment_with_a_row_per_vendor(tmp_path, cli):
     body = comment.read_text()
     assert len(body) <= GITHUB_LIMIT and body.rstrip().endswith("<!-- flagos-doctor-pr-check -->")
     lines = body.splitlines()
-    assert lines[0] == "❌ **Not safe to merge** (flagos-doctor, 2 vendor boxes): pr-check-nvidia (regressed)."
-    rows = [line for line in lines if line.startswith("| pr-check-")]
+    assert lines[0] == "❌ **Not safe to merge** (flagos-doctor, 2 vendor boxes): nvidia (regressed)."
+    rows = [line for line in lines if line.startswith(("| nvidia", "| metax"))]
     assert [row.split(" | ")[:6] for row in rows] == [
-        ["| pr-check-nvidia", "❌ regressed", "1", "4", "0", "386"],
-        ["| pr-check-metax", "✅ safe", "0", "0", "0", "391"],
+        ["| nvidia", "❌ regressed", "1", "4", "0", "386"],
+        ["| metax", "✅ safe", "0", "0", "0", "391"],
     ]
     assert "- `sum.IntList_out`: 7 cases ERROR -> WRONG: now returns wrong values" in body
     merged = json.loads((tmp_path / "merged.json").read_text())
@@ -205,7 +205,7 @@ def test_ci_merge_writes_one_comment_with_a_row_per_vendor(tmp_path, cli):
     done = cli("ci-merge", folders[1], str(artifacts / "pr-check-ascend"), "--comment-file", str(comment))
     assert done.returncode == 1, done.stderr
     assert comment.read_text().splitlines()[0] == (
-        "❌ **Not safe to merge** (flagos-doctor, 2 vendor boxes): pr-check-ascend (no comparison).")
+        "❌ **Not safe to merge** (flagos-doctor, 2 vendor boxes): ascend (no comparison).")
     done = cli("ci-merge", folders[1], "--comment-file", str(comment))
     assert done.returncode == 0 and comment.read_text().startswith(
         "✅ **Safe to merge** (flagos-doctor, 1 vendor box): nothing regressed on any.")
@@ -245,7 +245,7 @@ def test_the_committed_examples_of_docs_ci_are_what_the_command_makes(tmp_path, 
     docs = f"{root}/docs/ci"
     assert (tmp_path / "comment.md").read_text() == pathlib.Path(f"{docs}/example-comment.md").read_text(encoding="utf-8")
     assert pathlib.Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8") == pathlib.Path(f"{docs}/example-step-summary.md").read_text(encoding="utf-8")
-    assert len((tmp_path / "comment.md").read_text()) == 30_466  # as docs/ci.md says
+    assert len((tmp_path / "comment.md").read_text()) == 30_461  # as docs/ci.md says
 
 
 def test_runs_that_are_not_comparable_say_so_on_the_comments_first_line(tmp_path, cli):
@@ -265,4 +265,4 @@ def test_runs_that_are_not_comparable_say_so_on_the_comments_first_line(tmp_path
     merged = cli("ci-merge", str(tmp_path / "pr-check-cuda"), "--comment-file", str(tmp_path / "merged.md"))
     assert merged.returncode == 1, merged.stderr
     assert (tmp_path / "merged.md").read_text().splitlines()[0] == (
-        "❌ **Not safe to merge** (flagos-doctor, 1 vendor box): pr-check-cuda (not comparable).")
+        "❌ **Not safe to merge** (flagos-doctor, 1 vendor box): cuda (not comparable).")

@@ -121,21 +121,18 @@ def verdict_line(comparison: dict, fail_on: str = "regression") -> str:
 def render_comment(comparison: dict, fail_on: str = "regression", full_record: str | None = None) -> str:
     """A pull-request comment: :func:`verdict_line`, the comparison's Markdown under the
     rest of GitHub's limit, and :data:`COMMENT_MARKER`."""
-    head = [verdict_line(comparison, fail_on), ""]
-    page = Page(COMMENT_MAX_CHARS - sum(len(line) + 1 for line in head),
-                full_record or "the comparison's JSON (the workflow's artifact)")
+    page = Page(COMMENT_MAX_CHARS, full_record or "the comparison's JSON (the workflow's artifact)")
+    page.add([verdict_line(comparison, fail_on), ""])
     if not comparison.get("refused"):
         markdown.render_into(page, comparison, heading_level=3)
-    return "\n".join(head) + "\n" + page.text() + COMMENT_MARKER + "\n"
+    return page.text() + COMMENT_MARKER + "\n"
 
 
 # -- the mode ----------------------------------------------------------------------------
 def _append_summary(text: str) -> None:
     path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if not path:
-        return
-    before = files.read_regular_text(path, 1 << 20, "step summary") if os.path.isfile(path) else ""
-    files.atomic_write_text(path, before + text)
+    if path:
+        files.append_text(path, text, "$GITHUB_STEP_SUMMARY")
 
 
 def publish(comparison: dict, fail_on: str, comment_file: str | None, max_chars: int, json_path: str | None) -> None:
@@ -143,7 +140,14 @@ def publish(comparison: dict, fail_on: str, comment_file: str | None, max_chars:
     annotations on stdout, the comment file."""
     arms.check_fail_on(fail_on)
     how = "the comparison's JSON (`survey --compare A B --json PATH`)"
-    _append_summary(output.render(comparison, "markdown", **output.page(max_chars, json_path, how)))
+    try:
+        _append_summary(output.render(comparison, "markdown", **output.page(max_chars, json_path, how)))
+    except BadInput as exc:  # said after the other outputs are written, which it must not cost
+        unwritten = exc
+    else:
+        unwritten = None
     output.emit(comparison, {"github-annotations": "-" if not comparison.get("refused") else None,
                              "pr-comment": comment_file},
                 options={"pr-comment": {"fail_on": fail_on}})
+    if unwritten is not None:
+        raise unwritten

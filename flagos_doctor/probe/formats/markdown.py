@@ -7,14 +7,14 @@ event list, while they fit."""
 from __future__ import annotations
 
 from flagos_doctor import output
-from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell
+from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, summary_text
 from flagos_doctor.probe import SCHEMA
 from flagos_doctor.probe.formats.common import event_line, headline, interesting_probes, probe_lines, state_text, value_text
 
 
 def _folded(summary: str, lines: list[str]) -> list[str]:
     """A ``<details>`` block in the probe page's own layout (summary on the opening line)."""
-    return [f"<details><summary>{summary}</summary>", "", *lines, "", "</details>", ""]
+    return [f"<details><summary>{summary_text(summary)}</summary>", "", *lines, "", "</details>", ""]
 
 
 @output.register(SCHEMA, "markdown")
