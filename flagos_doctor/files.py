@@ -131,14 +131,16 @@ def atomic_write_text(path: str | os.PathLike, text: str, scrub: bool = True) ->
         raise
 
 
-def write_stdout(text: str, option: str) -> None:
-    """Write ``text`` to standard output; a failure (a full disk behind a redirect, a closed
+def write_stdout(text: str, option: str, scrub: bool = True) -> None:
+    """Write ``text`` (scrubbed of secrets, unless ``scrub`` is False: a view that scrubbed its
+    own data) to standard output; a failure (a full disk behind a redirect, a closed
     pipe) is one line naming ``option``, and stdout is pointed at /dev/null so the
     interpreter's own flush at exit adds no second complaint."""
     import sys
 
     try:
-        sys.stdout.write(redact.scrub_environ(text))
+        stream = sys.stdout if scrub else getattr(sys.stdout, "unscrubbed", sys.stdout)
+        stream.write(redact.scrub_environ(text) if scrub else text)
         sys.stdout.flush()
     except OSError as exc:
         try:
