@@ -208,7 +208,9 @@ def read_records(data: bytes, name: str) -> list[dict]:
             value = json.loads(line)
         except (ValueError, RecursionError):
             continue
-        records.append(validate.record(value, f"explain's side-channel file {name}, line {number}"))
+        where = f"explain's side-channel file {name}, line {number}"
+        files.refuse_lone_surrogates(value, where)
+        records.append(validate.record(value, where))
     return records
 
 
