@@ -152,6 +152,7 @@ class Child:
         args: list[str] | None = None,
         env: dict[str, str] | None = None,
         cwd: str | None = None,
+        pass_fds: tuple[int, ...] = (),
     ):
         req_r, req_w = os.pipe()
         rec_r, rec_w = os.pipe()
@@ -171,7 +172,7 @@ class Child:
                 stderr=self._stderr,
                 env=environ,
                 cwd=cwd,
-                pass_fds=(req_r, rec_w),
+                pass_fds=(req_r, rec_w, *pass_fds),
                 start_new_session=True,  # so a kill reaches the whole group
             )
         finally:
