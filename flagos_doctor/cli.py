@@ -31,7 +31,8 @@ app = typer.Typer(
         "report: a Markdown environment report for a bug issue.\n\n"
         "suite: compare two pytest runs on the same collected set.\n\n"
         "matrix: an operator-support table from many survey runs.\n\n"
-        "explain: run your own failing program or pytest under the probe's watch; why each failure happened."
+        "explain: run your own failing program or pytest under the probe's watch; why each failure happened.\n\n"
+        "ci-merge: a pull-request check on many vendor boxes: their comparisons in one comment."
     ),
     no_args_is_help=True,
     add_completion=True,
@@ -162,7 +163,7 @@ def survey(
     ctx: typer.Context,
     conf: Optional[str] = typer.Option(None, "--conf", metavar="PATH", help="Backends conf whose routes to survey."),
     backend: str = typer.Option("flagos_python", "--backend", metavar="CLASS", help="Backend class to survey from the conf."),
-    routes: Optional[str] = typer.Option(None, "--routes", metavar="flag_gems", help="'flag_gems': the overloads flag_gems registers."),
+    routes: Optional[str] = typer.Option(None, "--routes", metavar="NAME", help="'flag_gems': the overloads flag_gems registers; 'stack': those the --stack registers."),
     ops: Optional[str] = typer.Option(None, "--ops", metavar="A,B", help="Only these overloads."),
     stack: str = typer.Option(stacks.SURVEY_DEFAULT, "--stack", metavar="STACK", show_default=False, help=STACK_HELP),
     device: Optional[str] = typer.Option(None, "--device", metavar="DEVICE", help="Device override ('cpu' self-checks the harness)."),
