@@ -96,5 +96,5 @@ def test_the_top_level_help_says_what_each_command_is_for_and_routes_names_stack
     assert len(commands) >= 7 and all(re.search(rf"^ ?{re.escape(c)}: ", summary, re.M) for c in commands), summary
     done = subprocess.run([sys.executable, "-m", "flagos_doctor", "survey", "--help"], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "COLUMNS": "200"})
-    [routes] = [line for line in done.stdout.splitlines() if "--routes" in line]
+    [routes] = [line for line in done.stdout.splitlines() if "--routes " in line and "│" in line]
     assert "'flag_gems'" in routes and "'stack'" in routes
