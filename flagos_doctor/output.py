@@ -134,6 +134,9 @@ def emit(document: dict, to: dict[str, str | None], terminal: str | None = None,
     raised (its BadInput names the file), saying how many others failed too.
     (``view_despite_failure`` is that behaviour, now every command's; kept for its callers.)"""
     options = options or {}
+    from flagos_doctor.childproc import without_link_folder
+
+    document = without_link_folder(document)  # no path through our temporary link folder
     took_stdout = False
     failed: list[BadInput] = []
     written = 0
