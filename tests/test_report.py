@@ -55,7 +55,8 @@ def demo_report(tmp_path_factory):
     a = write(tmp, "a.json", results(BEFORE))
     env = dict(SECRETS)
     done = run_cli("report", "--stack", "demo", "--survey", survey, "--compare", a, survey,
-                   "--json", str(tmp / "bundle.json"), "--markdown", str(tmp / "report.md"), env=env)
+                   "--json", str(tmp / "bundle.json"), "--markdown", str(tmp / "report.md"), env=env,
+                   cwd=str(tmp))  # as a user runs it: flagos_doctor not in the working folder
     return done, json.loads((tmp / "bundle.json").read_text()), (tmp / "report.md").read_text()
 
 
