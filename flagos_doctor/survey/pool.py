@@ -141,7 +141,12 @@ class WorkerProcess:
         # Every text from the stack (exception messages, stderr tails, paths) is scrubbed
         # of the secrets of the environment it ran in, before anything keeps it.
         self._secrets = redact.secret_values(env)
-        self.child = Child(config.python, WORKER_MODULE, env=env, pass_fds=(self.capture,) if self.capture else ())
+        try:
+            self.child = Child(config.python, WORKER_MODULE, env=env, pass_fds=(self.capture,) if self.capture else ())
+        except BaseException:
+            if self.capture is not None:
+                os.close(self.capture)
+            raise
         self.ready: dict | None = None
         self.start_seconds: float | None = None  # spawn to ready: mostly the stack's import
         try:
@@ -293,7 +298,7 @@ class WorkerProcess:
 
 def unnamed_capture(folder: str) -> int:
     """A descriptor of an empty file in ``folder`` whose name is already gone, appended to."""
-    fd, path = tempfile.mkstemp(prefix="capture-", dir=folder)
+    fd, path = tempfile.mkstemp(prefix="capture-", dir=folder or None)
     os.unlink(path)
     fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
     return fd
