@@ -96,6 +96,27 @@ def package_folder() -> str:
         return _folder[0]
 
 
+def without_link_folder(obj):
+    """``obj`` (a document) with every path through this process's :func:`package_folder`
+    (``/tmp/flagos-doctor-path-<pid>-x/flagos_doctor/...``, which a child such as the demo
+    records as its own path) written as the package's real path: the folder is gone once
+    this process ends, and a report must not name a file that no longer exists."""
+    if not _folder:
+        return obj
+    link = os.path.join(_folder[0], "flagos_doctor")
+    real = os.path.dirname(os.path.realpath(__file__))
+
+    def walk(value):
+        if isinstance(value, str):
+            return value.replace(link, real) if link in value else value
+        if isinstance(value, list):
+            return [walk(item) for item in value]
+        if isinstance(value, dict):
+            return {walk(key): walk(item) for key, item in value.items()}
+        return value
+    return walk(obj)
+
+
 def _remove_left_behind() -> None:
     """Remove the folders of this user's earlier processes that ended without running their
     exit hooks (SIGKILL, SIGTERM): those whose pid is gone. A live pid, even one reused by
@@ -152,6 +173,7 @@ class Child:
         args: list[str] | None = None,
         env: dict[str, str] | None = None,
         cwd: str | None = None,
+        pass_fds: tuple[int, ...] = (),
     ):
         req_r, req_w = os.pipe()
         rec_r, rec_w = os.pipe()
@@ -171,7 +193,7 @@ class Child:
                 stderr=self._stderr,
                 env=environ,
                 cwd=cwd,
-                pass_fds=(req_r, rec_w),
+                pass_fds=(req_r, rec_w, *pass_fds),
                 start_new_session=True,  # so a kill reaches the whole group
             )
         finally:

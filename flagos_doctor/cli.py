@@ -31,7 +31,8 @@ app = typer.Typer(
         "report: a Markdown environment report for a bug issue.\n\n"
         "suite: compare two pytest runs on the same collected set.\n\n"
         "matrix: an operator-support table from many survey runs.\n\n"
-        "explain: run your own failing program or pytest under the probe's watch; why each failure happened."
+        "explain: run your own failing program or pytest under the probe's watch; why each failure happened.\n\n"
+        "ci-merge: a pull-request check on many vendor boxes: their comparisons in one comment."
     ),
     no_args_is_help=True,
     add_completion=True,
@@ -162,10 +163,11 @@ def survey(
     ctx: typer.Context,
     conf: Optional[str] = typer.Option(None, "--conf", metavar="PATH", help="Backends conf whose routes to survey."),
     backend: str = typer.Option("flagos_python", "--backend", metavar="CLASS", help="Backend class to survey from the conf."),
-    routes: Optional[str] = typer.Option(None, "--routes", metavar="flag_gems", help="'flag_gems': the overloads flag_gems registers."),
+    routes: Optional[str] = typer.Option(None, "--routes", metavar="NAME", help="'flag_gems': the overloads flag_gems registers; 'stack': those the --stack registers."),
     ops: Optional[str] = typer.Option(None, "--ops", metavar="A,B", help="Only these overloads."),
     stack: str = typer.Option(stacks.SURVEY_DEFAULT, "--stack", metavar="STACK", show_default=False, help=STACK_HELP),
     device: Optional[str] = typer.Option(None, "--device", metavar="DEVICE", help="Device override ('cpu' self-checks the harness)."),
+    no_device_ok: bool = typer.Option(False, "--no-device-ok", help="Survey even where the stack's device reports none (every case then fails); default: stop at once, exit 2."),
     spec: Optional[str] = typer.Option(None, "--spec", metavar="YAML", help="Survey spec: profiles, tolerances, random ops."),
     python: str = typer.Option(sys.executable, "--python", metavar="PYTHON", help=PYTHON_HELP, show_default=False),
     workers: Optional[int] = typer.Option(None, "--workers", metavar="N", help="Worker processes (they may share a device); default: one per core, as many as memory and the device hold."),
@@ -208,7 +210,7 @@ def survey(
     survey_options = opts.SurveyOptions(
         conf=conf, backend=backend, routes=routes,
         ops=checks.names(ops, "--ops"),
-        stack=stack, device=device, spec=spec, python=python, workers=workers,
+        stack=stack, device=device, no_device_ok=no_device_ok, spec=spec, python=python, workers=workers,
         devices=checks.devices(devices),
         isolation=isolation, tasks=tasks, timeout=timeout, start_timeout=start_timeout, keep_env=keep_env,
         shared_autotune=not no_shared_autotune, full_autotune=full_autotune, output=output, json_path=json_path,

@@ -18,11 +18,12 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 import tempfile
 
 from flagos_doctor import redact
-from flagos_doctor.errors import BadInput
+from flagos_doctor.errors import BadInput, excerpt
 
 #: Largest JSON document read (a results file of 50,000 overloads is tens of MB).
 MAX_JSON_BYTES = 1 << 30
@@ -84,6 +85,40 @@ def read_regular_text(path: str | os.PathLike, max_bytes: int, what: str = "file
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadInput(f"cannot read {what} {name}: not UTF-8 text (byte {exc.start})", where)
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def refuse_lone_surrogates(value, where: str, text: str | None = None) -> None:
+    """BadInput naming the field of ``value`` (parsed JSON) that holds a lone surrogate
+    (``"\\ud800"``): JSON's escapes allow one and its reader keeps it, but UTF-8 cannot
+    hold it, so nothing could be written from it (and nothing of ours wrote it). ``text``:
+    the JSON ``value`` was parsed from; without such an escape in it there is nothing to find."""
+    if text is not None and not _SURROGATE_ESCAPE.search(text):
+        return
+    pending = [(value, "")]
+    while pending:
+        item, field = pending.pop()
+        if isinstance(item, dict):  # pushed last first: the first such field of the file is named
+            for key, inner in reversed(item.items()):
+                if isinstance(key, str) and not _is_utf8(key):
+                    raise BadInput(f"a key in field {excerpt(field or '(top)', 120)} holds a lone surrogate "
+                                   f"({excerpt(key, 40)}): not text UTF-8 can hold", where)
+                pending.append((inner, f"{field}.{key}" if field else str(key)))
+        elif isinstance(item, list):
+            pending += [(item[number], f"{field}[{number}]") for number in range(len(item) - 1, -1, -1)]
+        elif isinstance(item, str) and not _is_utf8(item):
+            raise BadInput(f"field {excerpt(field, 120)} holds a lone surrogate ({excerpt(item, 40)}): "
+                           "not text UTF-8 can hold", where)
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def write_failed(path: str, exc: OSError) -> BadInput:
@@ -166,20 +201,22 @@ def append_text(path: str, text: str, what: str) -> None:
         raise BadInput(f"cannot write {path}: {exc.strerror or exc}", what) from None
 
 
-def write_stdout(text: str, option: str, commands: bool = False) -> None:
-    """Write ``text`` to standard output; a failure (a full disk behind a redirect, a closed
+def write_stdout(text: str, option: str, commands: bool = False, scrub: bool = True) -> None:
+    """Write ``text`` (scrubbed of secrets, unless ``scrub`` is False: a view that scrubbed its
+    own data) to standard output; a failure (a full disk behind a redirect, a closed
     pipe) is one line naming ``option``, and stdout is pointed at /dev/null so the
     interpreter's own flush at exit adds no second complaint. ``commands``: ``text`` is
     workflow commands the doctor means, which a runner's guarded stdout lets through
     (:mod:`flagos_doctor.workflow`); other text has each line made inert there."""
     import sys
 
-    text = redact.scrub_environ(text)
+    if scrub:
+        text = redact.scrub_environ(text)
     try:
         if commands and hasattr(sys.stdout, "write_commands"):
             sys.stdout.write_commands(text)
         else:
-            sys.stdout.write(text)
+            (sys.stdout if scrub else getattr(sys.stdout, "unscrubbed", sys.stdout)).write(text)
         sys.stdout.flush()
     except OSError as exc:
         try:
@@ -223,6 +260,7 @@ def load_json(path: str | os.PathLike, schema_prefix: str | None = None) -> dict
         raise BadInput("JSON nested too deeply to be a flagos-doctor document", where)
     if not isinstance(document, dict):
         raise BadInput("expected a JSON object at the top level", where)
+    refuse_lone_surrogates(document, where, text)
     if schema_prefix is not None:
         schema = document.get("schema")
         if not isinstance(schema, str) or not schema.startswith(schema_prefix):

@@ -38,6 +38,7 @@ class SurveyOptions:
     ops: list[str] = field(default_factory=list)
     stack: str = SURVEY_DEFAULT  # a name of flagos_doctor.stacks or an importable module with setup()
     device: str | None = None
+    no_device_ok: bool = False  # survey where the stack's device reports none (survey/command.py)
     spec: str | None = None
     python: str = sys.executable
     workers: int | None = None  # None: as many as the machine holds (survey/sizing.py)

@@ -48,6 +48,10 @@ ANY_SCHEMA = ""
 class View:
     function: Callable
     console: dict = field(default_factory=dict)
+    #: The view scrubs the data it renders itself, and its text is written verbatim: a page
+    #: whose scripts are allowed by their hash (HF_TOKEN=none must not turn its code's
+    #: ``none`` into a mask, and the page blank).
+    scrubbed: bool = False
 
 
 _VIEWS: dict[tuple[str, str], View] = {}
@@ -58,12 +62,12 @@ def family(schema: str) -> str:
     return schema.rsplit("/", 1)[0] if schema else schema
 
 
-def register(schema: str, format: str, **console_options) -> Callable:
+def register(schema: str, format: str, scrubbed: bool = False, **console_options) -> Callable:
     """Decorator: ``function`` is the ``format`` view of documents of ``schema`` (any
     version). ``console_options`` (terminal views only) are the rich console's
-    (``highlight=False``, ``soft_wrap=True``)."""
+    (``highlight=False``, ``soft_wrap=True``); ``scrubbed``: :attr:`View.scrubbed`."""
     def decorate(function: Callable) -> Callable:
-        _VIEWS[(family(schema), format)] = View(function, console_options)
+        _VIEWS[(family(schema), format)] = View(function, console_options, scrubbed)
         return function
     return decorate
 
@@ -114,14 +118,15 @@ def page(max_chars: int, json_path: str | None, how: str) -> dict:
 WORKFLOW_COMMANDS = ("github-annotations",)
 
 
-def write(text: str, path: str, format: str) -> None:
-    """``text`` to ``path`` (atomically) or, for ``-``, to standard output."""
+def write(text: str, path: str, format: str, scrub: bool = True) -> None:
+    """``text`` to ``path`` (atomically) or, for ``-``, to standard output; scrubbed of
+    secrets unless its view did that (``scrub`` False)."""
     if path == "-":
         if format == "json":  # "##[" is only ever inside a JSON string: escaped, the same value, read by no runner
             text = text.replace("##[", "##\\u005b")
-        files.write_stdout(text, f"--{format}", commands=format in WORKFLOW_COMMANDS)
+        files.write_stdout(text, f"--{format}", commands=format in WORKFLOW_COMMANDS, scrub=scrub)
     else:
-        files.atomic_write_text(path, text)
+        files.atomic_write_text(path, text, scrub)
 
 
 def emit(document: dict, to: dict[str, str | None], terminal: str | None = None,
@@ -136,13 +141,17 @@ def emit(document: dict, to: dict[str, str | None], terminal: str | None = None,
     raised (its BadInput names the file), saying how many others failed too.
     (``view_despite_failure`` is that behaviour, now every command's; kept for its callers.)"""
     options = options or {}
+    from flagos_doctor.childproc import without_link_folder
+
+    document = without_link_folder(document)  # no path through our temporary link folder
     took_stdout = False
     failed: list[BadInput] = []
     written = 0
     for format, path in to.items():
         if path:
             try:
-                write(render(document, format, **options.get(format, {})), path, format)
+                write(render(document, format, **options.get(format, {})), path, format,
+                      scrub=not view(document, format).scrubbed)
             except BadInput as exc:
                 failed.append(exc)
                 continue

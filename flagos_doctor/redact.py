@@ -213,6 +213,11 @@ class ScrubbingStream:
     def __init__(self, stream):
         self._stream = stream
 
+    @property
+    def unscrubbed(self):
+        """The wrapped stream, for a text already scrubbed where it was built (a page)."""
+        return self._stream
+
     def write(self, text):
         return self._stream.write(scrub_environ(text) if isinstance(text, str) else text)
 

@@ -3,13 +3,15 @@
 Layout, plain files a person can open::
 
     <root>/<kind>/<key>/<fingerprint>.json
+    <root>/<kind>/<key>/<fingerprint>@2.json   the next run of the same setup (@3, ...)
     <root>/logs/<kind>/<key>.log          the commands run to make a run of a commit
 
 ``kind`` is ``survey`` or ``suite``; ``key`` is the torch_fl commit (full hash, ``-dirty``
 appended for a dirty checkout) or, where there is no commit, the stack and its version
 (``flag_gems-5.0.2``); ``fingerprint`` is a short digest of the run's setup (route set,
 spec, device type...; for a survey :func:`flagos_doctor.results.comparable.fingerprint`),
-so runs on one commit with another setup live side by side.
+so runs on one commit with another setup live side by side, and each run of one setup
+is kept (a survey run three times was one file); the same results filed again is not a run.
 
 Default root: ``$FLAGOS_DOCTOR_STORE``, else ``$XDG_DATA_HOME/flagos-doctor/results``
 (``~/.local/share/flagos-doctor/results``): per user, outside any checkout, so a
@@ -22,7 +24,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from flagos_doctor import files
+from flagos_doctor import files, redact
 from flagos_doctor.errors import BadInput
 
 #: The kinds of run the store files.
@@ -30,6 +32,16 @@ SURVEY_KIND = "survey"
 SUITE_KIND = "suite"
 
 _SAFE = re.compile(r"[^A-Za-z0-9._+-]")
+#: Between a fingerprint and the number of a later run of the same setup (never in a safe name).
+RUN_MARK = "@"
+
+
+def _same_text(path: str, text: str) -> bool:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read() == text
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def default_root() -> str:
@@ -68,9 +80,15 @@ class Store:
         """Copy a finished results file into the store (atomically, scrubbed of secrets as
         every write is); return its new path. A full disk or a lost permission is a
         BadInput naming the store's file (nothing of the source is lost)."""
-        target = self.path_for(kind, key, fingerprint)
         with open(source_path, encoding="utf-8") as handle:
             text = handle.read()
+        first = self.path_for(kind, key, fingerprint)
+        target, number = first, 1
+        while os.path.lexists(target):
+            if _same_text(target, redact.scrub_environ(text)):
+                return target  # this very results file, filed before (a resumed, complete run)
+            number += 1
+            target = f"{first[:-5]}{RUN_MARK}{number}.json"
         files.atomic_write_text(target, text)
         return target
 
@@ -85,7 +103,8 @@ class Store:
                 continue
             for name in sorted(os.listdir(key_dir)):
                 if name.endswith(".json"):
-                    found.append(Entry(kind, key, name[:-5], os.path.join(key_dir, name)))
+                    fingerprint = name[:-5].split(RUN_MARK)[0]
+                    found.append(Entry(kind, key, fingerprint, os.path.join(key_dir, name)))
         return found
 
     def lookup(self, kind: str, ref: str, fingerprint: str | None = None) -> str:

@@ -80,3 +80,21 @@ def test_compare_labels_with_markup_are_text(tmp_path, attribute):
     # the verdict (these arms regressed, docs/compare.md), not Rich's MarkupError (exit 3)
     assert done.returncode == 1, done.stderr
     assert "a[/b].json" in done.stdout + done.stderr
+
+
+def test_the_top_level_help_says_what_each_command_is_for_and_routes_names_stack():
+    import re
+
+    import typer
+
+    from flagos_doctor.cli import app
+
+    done = subprocess.run([sys.executable, "-m", "flagos_doctor", "--help"], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "COLUMNS": "200"})
+    summary = done.stdout.split("Options")[0]
+    commands = [name for name, c in typer.main.get_command(app).commands.items() if not c.hidden]
+    assert len(commands) >= 7 and all(re.search(rf"^ ?{re.escape(c)}: ", summary, re.M) for c in commands), summary
+    done = subprocess.run([sys.executable, "-m", "flagos_doctor", "survey", "--help"], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "COLUMNS": "200"})
+    [routes] = [line for line in done.stdout.splitlines() if "--routes " in line and "│" in line]
+    assert "'flag_gems'" in routes and "'stack'" in routes

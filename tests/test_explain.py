@@ -254,3 +254,19 @@ def test_report_attaches_the_explain_document(seed_tests, tmp_path):
     broken.write_text("{}")
     refused = run_cli("report", "--explain", str(broken))
     assert refused.returncode == 2 and str(broken) in refused.stderr
+
+
+def test_module_attribute_semantics_are_the_programs_own_under_the_watch(tmp_path):
+    # A module __getattr__ the program adds, replaces or removes (by setattr, delattr and
+    # through vars()), a module __dir__, hasattr and getattr defaults, on torch.cuda (no
+    # __getattr__ of its own) and torch (one of its own), once their reads are watched.
+    script = os.path.join(EXPLAIN, "module_attributes.py")
+    bare = run_cli_bare([sys.executable, script], {}, None)
+    done, document = explain(tmp_path, "python", script)
+    assert bare.returncode == 1 == done.returncode
+    assert done.stdout == bare.stdout and bare.stdout.startswith("42 False default\n['zzz']\n")
+    assert done.stderr.startswith(bare.stderr)
+    assert "attributes.py:23: UserWarning: asked for the answer" in bare.stderr
+    assert "Did you mean: 'is_available'?" in bare.stderr
+    assert document["program"]["watched"]
+    assert {e["probe"] for e in document["events"] if e["kind"] == "write"} >= {"torch.cuda.is_available", "torch.empty"}

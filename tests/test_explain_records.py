@@ -31,6 +31,16 @@ def assert_one_line(done, *words):
     ('{"record": "failure", "kind": "exception", "error": "x", "type": null, "traceback": [{"file": "a", "line": 1}]}',
      "'function'"),
     ('{"record": "test", "when": "call", "outcome": "failed"}', "'nodeid'"),
+    # Fields inside a record, as the watch writes them (each was an exit 3)
+    ('{"record": "event", "seq": 1, "kind": "read", "probe": "p", "where": null}', "field 'where'"),
+    ('{"record": "event", "seq": 1, "kind": "read", "probe": "p", "callers": [null]}', "field 'callers[0]'"),
+    ('{"record": "event", "seq": 1, "kind": "read", "probe": "p", "value": {}}', "no 'repr'"),
+    ('{"record": "event", "seq": 1, "kind": "read", "probe": "p", "is_active": 1}', "field 'is_active'"),
+    ('{"record": "driver", "seq": 1, "raised": 1}', "field 'raised'"),
+    ('{"record": "final", "probes": [{}]}', "no 'name'"),
+    ('{"record": "final", "facts": {"env": {"GEMS_VENDOR\\n": {}}}}', "field 'facts.env['GEMS_VENDOR\\n']' has no 'final'"),
+    ('{"record": "final", "facts": {"decisions": [{"probe": "p", "original_answer": null}]}}',
+     "field 'facts.decisions[0].original_answer'"),
 ])
 def test_a_malformed_side_channel_record_is_one_line_and_exit_2(tmp_path, line, says):
     done = run_cli("explain", "--json", str(tmp_path / "why.json"), "--",
@@ -90,3 +100,30 @@ def test_report_of_a_document_naming_a_stack_it_cannot_find_says_where_the_name_
     path.write_text(json.dumps(document))
     done = run_cli("report", "--explain", str(path))
     assert_one_line(done, f"{path}: field stack: no stack or importable module 'nosuchmod_zz'", "give --stack")
+
+
+def test_what_a_program_plants_in_the_side_channel_folder_is_never_read_as_records(tmp_path):
+    # A FIFO (read, it hung explain), a link to /dev/zero (it exhausted memory), a folder
+    # (exit 3), a link to a forged file: each said in a notice; the watch's own file still read.
+    done = run_cli("explain", "--json", str(tmp_path / "why.json"), "--",
+                   "python", os.path.join(EXPLAIN, "plants_in_the_channel.py"), "plant", cwd=str(tmp_path),
+                   timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "folder mode 0o700\nplanted\n"
+    document = json.loads((tmp_path / "why.json").read_text())
+    assert document["program"]["watched"] and document["program"]["finished"]
+    said = [n for n in document["notices"] if "side-channel folder held" in n]
+    for name, kind in (("1.jsonl", "a FIFO"), ("2.jsonl", "a symbolic link"), ("3.jsonl", "a directory"),
+                       ("4.jsonl", "a symbolic link")):
+        assert any(f"'{name}', {kind}: not written by the watch" in n for n in said), said
+    assert len(said) == 4
+
+
+def test_a_side_channel_folder_the_program_replaced_by_a_link_is_not_followed(tmp_path):
+    done = run_cli("explain", "--json", str(tmp_path / "why.json"), "--",
+                   "python", os.path.join(EXPLAIN, "plants_in_the_channel.py"), "remove", cwd=str(tmp_path),
+                   timeout=120)
+    assert done.returncode == 0, done.stderr
+    document = json.loads((tmp_path / "why.json").read_text())
+    assert any("side-channel folder could not be read (Not a directory)" in n for n in document["notices"])
+    assert os.path.isdir("/etc")

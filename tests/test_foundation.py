@@ -233,3 +233,23 @@ def test_demo_seed_bug_skips_the_alias():
     out, _ = _demo({"FLAGOS_DEMO_SEED_BUG": "1"})
     assert out["is_available"] is True  # the redirected probe answers for flagos
     assert out["cuda_maps_to"] == "cuda"  # so the guard returned early
+
+
+def test_each_survey_of_one_setup_is_kept_in_the_store(tmp_path):
+    # Three surveys of the same setup left one file: each overwrote the one before.
+    store_root = tmp_path / "store"
+    (tmp_path / "abs.conf").write_text("abs = flagos_python\n")
+    for number in (1, 2, 3):
+        done = run_cli("survey", "--stack", "demo", "--conf", "abs.conf", "--repeats", "0", "--baseline", "none", "-q",
+                       "--store", str(store_root), "-o", f"r{number}.json", cwd=str(tmp_path))
+        assert done.returncode == 0, done.stderr
+    store = Store(str(store_root))
+    entries = store.entries("survey")
+    assert len(entries) == 3 and len({e.fingerprint for e in entries}) == 1 and len({e.key for e in entries}) == 1
+    filed = {json.loads(open(e.path).read())["provenance"]["runs"][-1]["started"] for e in entries}
+    assert filed == {json.loads((tmp_path / f"r{n}.json").read_text())["provenance"]["runs"][-1]["started"]
+                     for n in (1, 2, 3)}
+    # The same results filed again is no new run; a lookup finds the newest of the setup's runs.
+    again = store.file("survey", entries[0].key, entries[0].fingerprint, str(tmp_path / "r2.json"))
+    assert len(store.entries("survey")) == 3 and again in {e.path for e in entries}
+    assert store.lookup("survey", entries[0].key[:6]) in {e.path for e in entries}

@@ -441,7 +441,10 @@ import os, subprocess, time
 import flagos_doctor.demo, torch
 lib = torch.library.Library("aten", "IMPL")
 def neg(x):
-    # A detached process (its own session: the group kill cannot reach it), then a hang.
+    # A secret printed (the capture holds it raw), a detached process (its own session: the
+    # group kill cannot reach it), then a hang.
+    print("token", os.environ["MY_API_TOKEN"], flush=True)
+    os.write(2, f"token {os.environ['MY_API_TOKEN']}\\n".encode())
     child = subprocess.Popen(["sleep", "3600"], start_new_session=True)
     with open(os.environ["DETACHED"], "w") as handle:
         handle.write(f"{child.pid}\\n")
@@ -452,6 +455,21 @@ def setup():
 """
 
 
+def _files_holding(root, text: bytes) -> list[str]:
+    """The files under ``root`` whose bytes hold ``text``."""
+    found = []
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                with open(path, "rb") as handle:
+                    if text in handle.read():
+                        found.append(path)
+            except OSError:
+                continue
+    return found
+
+
 def test_what_a_killed_survey_left_behind_is_cleaned_at_the_next_start(tmp_path):
     (tmp_path / "detachstack.py").write_text(DETACH_THEN_HANG)
     (tmp_path / "neg.conf").write_text("neg = flagos_python\n")
@@ -459,13 +477,15 @@ def test_what_a_killed_survey_left_behind_is_cleaned_at_the_next_start(tmp_path)
     scratch_root.mkdir()
     detached = tmp_path / "detached.txt"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), REPO_ROOT)), "TMPDIR": str(scratch_root),
-           "DETACHED": str(detached)}
+           "DETACHED": str(detached), "MY_API_TOKEN": "tok-of-the-capture-9x7"}
     first = subprocess.Popen([sys.executable, "-m", "flagos_doctor", "survey", "--stack", "detachstack", "--conf", "neg.conf",
                               "--no-store", "-o", "r.json", "-q"], cwd=str(tmp_path), env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_for(lambda: detached.exists() and detached.read_text().endswith("\n"), "the detached process")
+    assert not _files_holding(scratch_root, b"tok-of-the-capture-9x7")  # while the survey runs
     first.kill()
     first.wait()
+    assert not _files_holding(scratch_root, b"tok-of-the-capture-9x7")  # and after its SIGKILL
     pid = int(detached.read_text())
     try:
         left = [name for name in os.listdir(scratch_root) if name.startswith("flagos-survey-")]

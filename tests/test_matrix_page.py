@@ -314,3 +314,31 @@ def test_a_secret_in_a_cause_stays_out_of_the_page(tmp_path):
     text = (tmp_path / "m.html").read_text()
     assert "s3cr" not in text and "Value-of-mine" not in text
     assert "login refused for token" in text  # the cause is there, the secret masked
+
+
+@pytest.mark.parametrize("variable, secret", [("HF_TOKEN", "none"), ("DB_PASSWORD", "data"),
+                                              ("MY_API_KEY", "function"), ("SECRET", "sha256-"),
+                                              ("GH_TOKEN", "matrix")])
+def test_a_secret_that_is_a_word_of_the_page_masks_the_data_not_the_page_s_code(tmp_path, variable, secret):
+    # The page's script and style are allowed by their hash in its CSP: masking "none" in
+    # them (or in the CSP) left a blank page. The user's data is still scrubbed.
+    from chromium import Chromium
+
+    from flagos_doctor.matrix import html
+
+    cases = [{"profile": "1d-f32", "status": "ERROR", "route": "kernel", "detail": f"RuntimeError: token {secret}!"}]
+    document = build_results({"stack": "demo"}, {"stack": "demo"}, ["abs"], {"abs": cases})
+    (tmp_path / "r.json").write_text(json.dumps(document))
+    done = run_cli("matrix", "r.json", "--html", "m.html", "-q", cwd=str(tmp_path), env={variable: secret})
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "m.html").read_text()
+    assert html._asset("page.js") in text and html._asset("page.css") in text
+    assert html._csp_hash(html._asset("page.js")) in text
+    stdout = run_cli("matrix", "r.json", "--html", "-", "-q", cwd=str(tmp_path), env={variable: secret}).stdout
+    assert stdout == text
+    with Chromium() as browser:
+        browser.open(str(tmp_path / "m.html"))
+        assert _visible_rows(browser) == ["abs"]
+        browser.click(_cell(browser, "abs", 0))
+        cause = browser.evaluate('document.querySelector("#detail tr.case td:nth-child(3)").textContent')
+        assert cause.startswith("RuntimeError: token ") and secret not in cause

@@ -180,3 +180,31 @@ def test_the_suite_compare_states_what_the_junit_files_say():
     assert "B a.xml" not in text and "B b.xml                    3       1       1       0        1" in text
     assert "regression    tests/test_ops.py::test_mul  passed -> failed      assert 2 == 3" in text
     assert JUNIT_B.count("<testcase") == 3 and JUNIT_B.count("<failure") == 1 and JUNIT_B.count("<skipped") == 1
+
+
+@pytest.fixture(scope="module")
+def demo_probe(tmp_path_factory):
+    out = tmp_path_factory.mktemp("probe") / "probe.json"
+    run_cli("probe", "--stack", "demo", "--json", str(out), "-q")
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("message", [
+    "RuntimeError: " + "x" * 5000,  # one word of 5,000 characters
+    "the guard reads " + "torch.cuda.is_available " * 200,  # 4,800 characters of words
+    "first line\n" + "y " * 900 + "\nlast line",
+], ids=["one-word", "words", "lines"])
+def test_a_probe_finding_of_thousands_of_characters_is_wrapped_and_cut_in_the_terminal(message, demo_probe):
+    # A real probe document (the demo's), one finding's message made long.
+    from flagos_doctor import output
+    from flagos_doctor.probe.formats import terminal
+
+    document = json.loads(json.dumps(demo_probe))
+    assert document["findings"]
+    document["findings"][0]["message"] = message
+    text = output.plain(document, width=100)
+    rest = text[text.index(document["findings"][0]["kind"]):].splitlines()[1:]
+    block = "\n".join(rest[:next(i for i, line in enumerate(rest + [""]) if not line.startswith("    "))])
+    assert all(len(line) <= 100 for line in block.splitlines()), block
+    assert len(block) < terminal.MAX_MESSAGE + 300
+    assert f"{len(message) - terminal.MAX_MESSAGE:,} more characters: --json has them" in " ".join(block.split())

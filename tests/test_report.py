@@ -55,7 +55,8 @@ def demo_report(tmp_path_factory):
     a = write(tmp, "a.json", results(BEFORE))
     env = dict(SECRETS)
     done = run_cli("report", "--stack", "demo", "--survey", survey, "--compare", a, survey,
-                   "--json", str(tmp / "bundle.json"), "--markdown", str(tmp / "report.md"), env=env)
+                   "--json", str(tmp / "bundle.json"), "--markdown", str(tmp / "report.md"), env=env,
+                   cwd=str(tmp))  # as a user runs it: flagos_doctor not in the working folder
     return done, json.loads((tmp / "bundle.json").read_text()), (tmp / "report.md").read_text()
 
 
@@ -217,3 +218,15 @@ def test_scrub_hides_secret_values_everywhere():
     assert "12345678" not in text and "pw-999" not in text and "written-by-the-stack" not in text
     assert clean["probe"]["facts"]["env"]["FLAGOS_X"] == "1" and clean["store_key"] == "kept"
     assert clean["probe"]["events"][0]["seq"] == 3
+
+
+def test_report_names_no_file_through_the_temporary_link_folder(demo_report):
+    # The demo sets $FLAGOS_BACKEND_CONFIG beside its own __init__.py, which the child imports
+    # through /tmp/flagos-doctor-path-<pid>-x: that folder is gone once the report is written.
+    done, bundle, text = demo_report
+    written = json.dumps(bundle)
+    assert "flagos-doctor-path-" not in written and "flagos-doctor-path-" not in text
+    [probe] = [p for p in bundle["probe"]["probes"] if p["name"] == "$FLAGOS_BACKEND_CONFIG"]
+    conf = probe["final"]["repr"].strip("'")
+    assert conf.endswith("/flagos_doctor/demo/backends_demo.conf") and os.path.isfile(conf)
+    assert conf in text

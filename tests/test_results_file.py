@@ -178,3 +178,39 @@ def test_one_writer_of_the_results_file_and_one_home_of_the_first_run_rule():
     # (compare/github.py adds to GitHub's step summary through files.append_text: no results file)
     assert sorted(writers) == [os.path.join("results", "resultsfile.py")]
     assert keepers == [os.path.join("results", "case.py")]
+
+
+def _escaped_results(tmp_path, overload: str, detail: str, name: str = "r.json") -> str:
+    """A results file whose text holds ``overload`` and ``detail`` as JSON escapes write them."""
+    from flagos_doctor.results.document import build as build_results
+
+    cases = [{"profile": "1d-f32", "status": "ERROR", "route": "kernel", "detail": "DETAIL"}]
+    document = build_results({"stack": "demo"}, {"stack": "demo"}, ["NAME", "abs"], {"NAME": cases, "abs": cases})
+    text = json.dumps(document).replace("NAME", overload).replace("DETAIL", detail)
+    (tmp_path / name).write_text(text)
+    return name
+
+
+@pytest.mark.parametrize("overload, detail, field", [
+    ("abs\\ud800", "fine", "('abs\\ud800')"),
+    ("abs_", "RuntimeError: \\udfff here", ".detail'"),
+    ("abs_", "tail \\ud83d", ".detail'"),  # a high surrogate cut from its pair
+])
+@pytest.mark.parametrize("command", [("matrix", "--html", "m.html"), ("matrix", "--json", "m.json"),
+                                     ("survey", "--compare", "--json", "c.json")])
+def test_a_lone_surrogate_in_a_results_file_is_one_line_naming_its_field(tmp_path, overload, detail, field, command):
+    # json.loads keeps "\ud800", UTF-8 cannot write it: every output failed (exit 3).
+    name = _escaped_results(tmp_path, overload, detail)
+    files = [name, name] if command[0] == "survey" else [name]
+    argv = [command[0], *command[1:-2], *files, *command[-2:]] if command[0] == "survey" else [*command[:1], name, *command[1:]]
+    done = run_cli(*argv, cwd=str(tmp_path))
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("flagos-doctor: error: r.json: ") and "holds a lone surrogate" in line and field in line
+
+
+def test_a_surrogate_pair_escaped_is_text_and_read(tmp_path):
+    name = _escaped_results(tmp_path, "abs_\\ud83d\\ude00", "RuntimeError: \\ud83d\\ude00")
+    done = run_cli("matrix", name, "--json", "m.json", "-q", cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "abs_\U0001F600" in (tmp_path / "m.json").read_text(encoding="utf-8")

@@ -42,13 +42,13 @@ def env_for(site, **extra) -> dict:
     return env
 
 
-def run_with(site, *args, **extra):
+def run_with(site, *args, cwd=None, **extra):
     """The CLI in a real subprocess, torch_fl importable only through the build's folder."""
     import subprocess
     import sys
 
     return subprocess.run([sys.executable, "-m", "flagos_doctor", *args], capture_output=True, text=True,
-                          env=env_for(site, **extra), timeout=600)
+                          env=env_for(site, **extra), timeout=600, cwd=cwd)
 
 
 @pytest.fixture(scope="module")
@@ -243,12 +243,15 @@ def test_report_torch_fl_commit_override_is_said_as_given(site, tmp_path):
 
 def test_survey_provenance_of_the_real_build_and_the_users_commit(site, tmp_path):
     """On CPU only the harness self-check (--device cpu) can run; its provenance is real."""
+    # The README's bare conf name, from a folder without it: torch_fl's own configs/ file, said.
     conf = os.path.join(site, "torch_fl", "configs", "backends_flaggems.conf")
     out = tmp_path / "survey.json"
-    done = run_with(site, "survey", "--stack", "torch_fl", "--device", "cpu", "--conf", conf, "--ops", "abs",
-                    "--no-store", "-q", "-o", str(out), "--torch-fl-commit", "5e0f2aa")
+    done = run_with(site, "survey", "--stack", "torch_fl", "--device", "cpu", "--conf", "backends_flaggems.conf",
+                    "--ops", "abs", "--no-store", "-o", str(out), "--torch-fl-commit", "5e0f2aa", cwd=str(tmp_path))
     assert done.returncode == 0, done.stderr
+    assert f"--conf backends_flaggems.conf: {conf} (the torch_fl stack's; none in the current folder)" in done.stderr
     provenance = json.loads(out.read_text())["provenance"]
+    assert json.dumps(conf) in out.read_text()
     torch_fl = provenance["torch_fl"]
     assert torch_fl["commit"] == "5e0f2aa" and torch_fl["commit_source"] == "given by the user (--torch-fl-commit)"
     assert torch_fl["commit_found"] == COMMIT and torch_fl["version"] == "0.1.0"
@@ -270,3 +273,29 @@ def test_the_alias_guards_early_return_names_what_it_would_skip(source):
     for name, assigned in (("torch.device", "torch.device = device"), ("torch.Tensor.cuda", "torch.Tensor.cuda = _tensor_cuda"),
                            ("torch.cuda.current_device", "torch.cuda.current_device = flagos.current_device")):
         assert written[name] == next(n for n, line in enumerate(lines, start=1) if n > start and line.strip() == assigned)
+
+
+def test_a_survey_without_the_flagos_device_stops_before_any_case_in_one_line(site, tmp_path):
+    # It ran every case into the same error for minutes, then exit 0 with all UNTESTED.
+    conf = os.path.join(site, "torch_fl", "configs", "backends_flaggems.conf")
+    out = tmp_path / "survey.json"
+    done = run_with(site, "survey", "--stack", "torch_fl", "--conf", conf, "--ops", "abs,neg", "--no-store",
+                    "-o", str(out))
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("flagos-doctor: error: --stack: the torch_fl stack's device 'flagos' reports none here")
+    assert "--no-device-ok" in line and not out.exists()
+    done = run_with(site, "survey", "--stack", "torch_fl", "--conf", "nope.conf", "--no-store", "-o", str(out),
+                    cwd=str(tmp_path))
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        f"flagos-doctor: error: --conf: no nope.conf in the current folder nor in the torch_fl stack's "
+        f"{os.path.dirname(conf)}"], done.stderr
+
+
+def test_no_device_ok_surveys_anyway(site, tmp_path):
+    conf = os.path.join(site, "torch_fl", "configs", "backends_flaggems.conf")
+    out = tmp_path / "survey.json"
+    done = run_with(site, "survey", "--stack", "torch_fl", "--conf", conf, "--ops", "abs", "--no-store", "-q",
+                    "--no-device-ok", "--repeats", "0", "--baseline", "none", "-o", str(out))
+    assert done.returncode in (0, 1), done.stderr
+    assert json.loads(out.read_text())["overloads"]["abs"]["cases"]

@@ -10,19 +10,21 @@ Never imports torch.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import time
 from typing import NamedTuple
 
-from flagos_doctor import childproc, redact, stacks
-from flagos_doctor.errors import BadInput
+from flagos_doctor import childproc, files, redact, stacks
+from flagos_doctor.errors import BadInput, excerpt
 from flagos_doctor.explain import CONFIG_VAR, SCHEMA, analysis, startup, validate
 from flagos_doctor.options import ExplainOptions, ProbeOptions
 from flagos_doctor.probe import findings, watch
@@ -189,25 +191,74 @@ def process_tree(pid: int) -> list[int]:
     return tree
 
 
-def read_records(path: str) -> list[dict]:
+#: The most of one process's side-channel file read: the watch keeps 5,000 events of each kind
+#: (a few MB); a bigger file was written to by something else, and the rest is not read.
+MAX_RECORDS_BYTES = 64 << 20
+#: The most watched processes' files read (a program that planted more: the rest not read).
+MAX_PROCESS_FILES = 2000
+
+
+def read_records(data: bytes, name: str) -> list[dict]:
     """One side-channel file's records; a line torn by a dying program is skipped; a record
     of another shape is BadInput naming its line (:func:`.validate.record`)."""
     records = []
-    with open(path, "rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            try:
-                value = json.loads(line)
-            except (ValueError, RecursionError):
-                continue
-            records.append(validate.record(value, f"explain's side-channel file {os.path.basename(path)}, "
-                                                  f"line {number}"))
+    name = name if name.isprintable() and len(name) < 100 else excerpt(name)  # a name the program planted
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        try:
+            value = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        where = f"explain's side-channel file {name}, line {number}"
+        files.refuse_lone_surrogates(value, where)
+        records.append(validate.record(value, where))
     return records
 
 
-def read_processes(folder: str) -> list[list[dict]]:
-    """The records of each watched process (one file each), in the order the files sort."""
-    return [read_records(os.path.join(folder, name)) for name in sorted(os.listdir(folder))
-            if name.endswith(".jsonl")]
+def read_processes(folder: str) -> tuple[list[list[dict]], list[str]]:
+    """The records of each watched process (one file each, in the order the files sort), and
+    a notice for what was not read. The program can find the folder (its path is in the
+    environment) and plant entries there: one that is no regular file (a FIFO, a link to
+    ``/dev/zero``, a folder) is never read as records, a file is read up to
+    :data:`MAX_RECORDS_BYTES`, and the folder itself is not followed if it became a link."""
+    try:
+        folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        return [], [f"explain's side-channel folder could not be read ({exc.strerror or exc}): "
+                    "something removed or replaced it, and the watch's records are lost"]
+    processes, notices = [], []
+    try:
+        names = sorted(name for name in os.listdir(folder_fd) if name.endswith(".jsonl"))
+        for name in names[:MAX_PROCESS_FILES]:
+            data, why = read_record_file(folder_fd, name)
+            if why:
+                notices.append(f"explain's side-channel folder held {excerpt(name)}, {why}")
+            if data is not None:
+                processes.append(read_records(data, name))
+        if len(names) > MAX_PROCESS_FILES:
+            notices.append(f"explain's side-channel folder held {len(names):,} files: the first "
+                           f"{MAX_PROCESS_FILES:,} were read")
+    finally:
+        os.close(folder_fd)
+    return processes, notices
+
+
+def read_record_file(folder_fd: int, name: str) -> tuple[bytes | None, str | None]:
+    """The bytes of one entry of the side-channel folder, or why they were not (all) read."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder_fd)
+    except OSError as exc:
+        why = "a symbolic link" if exc.errno == errno.ELOOP else f"unreadable ({exc.strerror or exc})"
+        return None, f"{why}: not written by the watch, and not read"
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        return None, f"{files.describe_kind(mode)}: not written by the watch, and not read"
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(MAX_RECORDS_BYTES + 1)
+    if len(data) > MAX_RECORDS_BYTES:
+        return data[:MAX_RECORDS_BYTES], (f"more than the watch writes ({MAX_RECORDS_BYTES >> 20} MiB): "
+                                          "what came after is not read")
+    return data, None
 
 
 def temp_full(folder: str) -> bool:
@@ -233,14 +284,15 @@ def run_explain(options: ExplainOptions) -> dict:
             with open(os.path.join(hook_folder, "sitecustomize.py"), "w") as handle:
                 handle.write(SITECUSTOMIZE)
             channel = os.path.join(scratch, "records")
-            os.mkdir(channel)
+            os.mkdir(channel, 0o700)
         except OSError as exc:
             raise BadInput(f"cannot write explain's scratch folder: {exc.strerror or exc}", scratch)
         config = child_config(options, channel)
         ran = run_program(argv, program_env(config, hook_folder, pytest))
-        processes = read_processes(channel)
+        processes, unread = read_processes(channel)
         full = temp_full(scratch)
     document = build_document(processes, ran, options, config, argv, pytest, full)
+    document["notices"] += unread
     if full:
         document["notices"].insert(0, f"the temp folder {os.path.dirname(scratch)} is full: the watch's records "
                                       "stopped when it filled, and what came after is not in this document")

@@ -10,7 +10,7 @@ Parent side, standard library only.
 
 from __future__ import annotations
 
-from flagos_doctor.errors import BadInput
+from flagos_doctor.errors import BadInput, excerpt
 
 FAILURE_KINDS = ("exception", "test", "exit")
 _TEXT = (str, type(None))
@@ -34,7 +34,29 @@ def _fields(record: dict, fields: dict, where: str, what: str) -> None:
             raise BadInput(f"{what} without a valid '{key}' (got {type(value).__name__})", where)
 
 
-#: Each record type of the side channel: the fields the parent reads, and their types.
+class Each:
+    """A shape: a list whose items, or (``Each(shape, keys=True)``) a mapping whose values, are ``shape``."""
+
+    def __init__(self, shape, keys: bool = False):
+        self.shape, self.keys = shape, keys
+
+
+class Required:
+    """A field of a nested mapping that must be there (the others may be absent)."""
+
+    def __init__(self, shape):
+        self.shape = shape
+
+
+_INT = (int, type(None))
+_FRAME = {"file": _TEXT, "line": _INT, "function": _TEXT, "path": _TEXT}
+_VALUE = ({"repr": Required(str), "defined_at": _TEXT}, type(None))
+_CALL = {"repr": Required(_TEXT), "ok": (bool, type(None))}
+_ANSWER = (_CALL, type(None))
+_DECISION = {"probe": str, "file": _TEXT, "line": _INT, "original_answer": Required(_CALL),
+             "replaced_answer": Required(_CALL), "decision": (dict, type(None))}
+#: Each record type of the side channel: the fields the parent reads, and their shapes (a
+#: field of a nested mapping may be absent; a record's own fields are required).
 RECORD_FIELDS = {
     "hello": {"pid": int},
     "event": {"seq": int, "kind": str, "probe": str},
@@ -49,6 +71,42 @@ RECORD_FIELDS = {
     "lost": {"records": int},
     "done": {},
 }
+#: The optional fields of each record type the parent reads, and their shapes.
+INNER_FIELDS = {
+    "event": {"where": _FRAME, "noticed_at": _FRAME, "callers": Each(_FRAME), "via": Each(str), "value": _VALUE,
+              "previous": _VALUE, "saves": str, "saw": _INT, "answer": _ANSWER, "original_answer": _ANSWER,
+              "is_active": Each((bool, type(None)), keys=True), "active_backends": Each(str), "step": _TEXT,
+              "phase": _TEXT},
+    "driver": {"raised": _TEXT},
+    "final": {"probes": Each({"name": Required(str), "kind": str, "final": _VALUE, "original_value": _VALUE,
+                              "call": _ANSWER, "original_call": _ANSWER}),
+              "facts": {"env": Each({"final": Required(_TEXT), "original": _TEXT}, keys=True), "native_cuda_available": _ANSWER,
+                        "cuda_maps_to": _ANSWER, "device_count": _ANSWER, "decisions": Each(_DECISION),
+                        "reads": Each(dict), "triton": (dict, type(None))}},
+}
+
+
+def _shape(value, shape, field: str, where: str) -> None:
+    """BadInput naming ``field`` unless ``value`` has ``shape`` (a type or tuple of types, a
+    mapping of optional fields, an :class:`Each`, or a tuple of those)."""
+    options = shape if isinstance(shape, tuple) else (shape,)
+    for option in options:
+        if isinstance(option, type):
+            if isinstance(value, option) and not (isinstance(value, bool) and option is int):
+                return
+        elif isinstance(option, Each) and isinstance(value, dict if option.keys else list):
+            items = value.items() if option.keys else enumerate(value)
+            for key, item in items:
+                _shape(item, option.shape, f"{field}[{excerpt(key, 40)}]", where)
+            return
+        elif isinstance(option, dict) and isinstance(value, dict):
+            for key, inner in option.items():
+                if isinstance(inner, Required) and key not in value:
+                    raise BadInput(f"field '{field}' has no '{key}', which the watch writes", where)
+                if key in value:
+                    _shape(value[key], inner.shape if isinstance(inner, Required) else inner, f"{field}.{key}", where)
+            return
+    raise BadInput(f"field '{field}' is {type(value).__name__}, not of the shape the watch writes", where)
 
 
 def record(value, where: str) -> dict:
@@ -61,6 +119,9 @@ def record(value, where: str) -> dict:
         raise BadInput(f"an unknown record {name!r}: the file was written by something other than the watch",
                        where)
     _fields(value, RECORD_FIELDS[name], where, f"a {name!r} record")
+    for key, shape in INNER_FIELDS.get(name, {}).items():
+        if key in value:
+            _shape(value[key], shape, key, f"{where} (a {name!r} record)")
     if name == "failure":
         for frame in value["traceback"]:
             _frame(frame, where)

@@ -164,10 +164,11 @@ def embedded_json(value) -> str:
         .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
-@output.register(MATRIX_SCHEMA, "html")
+@output.register(MATRIX_SCHEMA, "html", scrubbed=True)
 def render(matrix: dict) -> str:
     style, script = _asset("page.css"), _asset("page.js")
-    # The secrets out field by field, before the JSON escapes could hide one from the file's scrub.
+    # The secrets out of the user's data field by field, before the JSON escapes could hide
+    # one; the page's own code and CSP are never scrubbed (HF_TOKEN=none: the view is ``scrubbed``).
     safe = redact.scrub_environ(matrix)
     return PAGE.format(style_hash=_csp_hash(style), script_hash=_csp_hash(script), style=style, script=script,
                        overloads=len(safe.get("rows") or []), runs=len(safe.get("columns") or []),

@@ -29,6 +29,7 @@ refined to the outermost function of the step's package on the stack.
 from __future__ import annotations
 
 import builtins
+import functools
 import os
 import re
 import sys
@@ -699,7 +700,7 @@ class Tracer:
         classes = entry["classes"]
         if classes and isinstance(entry["obj"], types.ModuleType) and type(entry["obj"]) is classes[0] \
                 and not entry.get("writes_only"):
-            entry["obj"].__class__ = _reads_class_for(entry["obj"], classes[1])
+            entry["obj"].__class__ = _reads_class(entry["obj"], classes)
 
     def module_setattr(self, owner, name, value, previous, frame, deleted=False) -> bool:
         """Record a write on a hooked owner; True when it was a watched probe (or a saved original)."""
@@ -1249,16 +1250,19 @@ _OUR_CLASSES: set = set()
 
 
 def _traced_module_classes(base):
-    """(writes-only, writes-and-reads) subclasses of a module class; cached per base."""
+    """(writes-only, writes-and-reads, writes-and-reads with the module's ``__getattr__``)
+    subclasses of a module class; cached per base."""
     if base in _MODULE_CLASSES:
         return _MODULE_CLASSES[base]
     __setattr__, __delattr__ = _write_hooks(base)
-    __getattribute__ = _read_hook(base)
+    readers: list = []
     writes = type(base.__name__, (base,), {"__setattr__": __setattr__, "__delattr__": __delattr__, "__module__": base.__module__})
-    reads = type(base.__name__, (writes,), {"__getattribute__": __getattribute__, "__module__": base.__module__})
-    _MODULE_CLASSES[base] = (writes, reads)
-    _OUR_CLASSES.update((writes, reads))
-    return writes, reads
+    reads = type(base.__name__, (writes,), {"__getattribute__": _read_hook(base, readers), "__module__": base.__module__})
+    reads_own = type(base.__name__, (reads,), {"__getattr__": _ModuleGetattr(), "__module__": base.__module__})
+    readers += [reads, reads_own]
+    _MODULE_CLASSES[base] = (writes, reads, reads_own)
+    _OUR_CLASSES.update((writes, reads, reads_own))
+    return _MODULE_CLASSES[base]
 
 
 def _write_hooks(base):
@@ -1271,6 +1275,9 @@ def _write_hooks(base):
     def __setattr__(self, name, value):
         __tracebackhide__ = True  # pytest leaves our hook out of a failed test's traceback
         tracer = _TRACER
+        if name == "__getattr__":
+            base_setattr(self, name, value)
+            return _follow_own_getattr(self, base)
         if tracer is None or tracer.busy:
             return base_setattr(self, name, value)
         entry = tracer.owners.get(id(self))
@@ -1290,6 +1297,9 @@ def _write_hooks(base):
 
     def __delattr__(self, name):
         tracer = _TRACER
+        if name == "__getattr__":
+            base_delattr(self, name)
+            return _follow_own_getattr(self, base)
         if tracer is None or tracer.busy:
             return base_delattr(self, name)
         previous = _static_get(self, name)
@@ -1304,19 +1314,30 @@ def _write_hooks(base):
     return __setattr__, __delattr__
 
 
-def _read_hook(base):
-    """The ``__getattribute__`` of the reads class over ``base``: reads through ``base``'s own,
-    then tells the tracer of a watched name read (never while it is busy)."""
+def _read_hook(base, readers):
+    """The ``__getattribute__`` of the reads classes over ``base`` (``readers``: the one without
+    and the one with a class ``__getattr__``): reads through ``base``'s own, then tells the
+    tracer of a watched name read (never while it is busy).
+
+    A module's own (PEP 562) ``__getattr__`` is called by Python itself, as the class
+    ``__getattr__`` of ``readers[1]``, with no frame of ours between (a warning it issues with
+    stacklevel=2, as torch's does for has_cuda, names the program's line). Which of the two
+    classes the module has follows its dict at every read: the program may add or remove its
+    ``__getattr__`` at any time, through ``vars(module)`` too."""
     base_getattribute = base.__getattribute__
 
     def __getattribute__(self, name):
         __tracebackhide__ = True  # pytest leaves our hook out of a failed test's traceback
         data = base_getattribute(self, "__dict__")
-        if name not in data and "__getattr__" in data and not any(name in k.__dict__ for k in type(self).__mro__):
-            # Not from here: the module's own __getattr__ (which may warn, stacklevel=2, as
-            # torch's does for has_cuda) is called by Python itself, as our class's
-            # ``__getattr__`` (:func:`_reads_class_for`), with no frame of ours between.
-            raise AttributeError(name)
+        own = "__getattr__" in data
+        klass = type(self)
+        late = klass is readers[0] and own  # Python looked for a class __getattr__ and found none
+        if late or (klass is readers[1] and not own):
+            object.__setattr__(self, "__class__", readers[1] if own else readers[0])
+        if own and name not in data and not any(name in k.__dict__ for k in type(self).__mro__):
+            if late:
+                return data["__getattr__"](name)
+            raise AttributeError(name)  # Python now calls the module's __getattr__ (above)
         value = base_getattribute(self, name)
         tracer = _TRACER
         if tracer is None or tracer.busy:
@@ -1334,24 +1355,31 @@ def _read_hook(base):
     return __getattribute__
 
 
-_READS_PER_MODULE: dict = {}
+class _ModuleGetattr:
+    """The class ``__getattr__`` of a reads class over a module with its own: the function in
+    the module's dict when Python asks (it binds, then calls it itself). If the program removed
+    it since, the module's own lookup, which raises the AttributeError Python would."""
+
+    def __get__(self, module, klass=None):
+        if module is None:
+            return self
+        getattr_ = object.__getattribute__(module, "__dict__").get("__getattr__")
+        if getattr_ is not None:
+            return getattr_
+        return functools.partial(types.ModuleType.__getattribute__, module)
 
 
-def _reads_class_for(module, reads):
-    """``reads``, or for a module with its own (PEP 562) ``__getattr__`` a subclass whose
-    class-level ``__getattr__`` is that very function: Python calls it from C when our
-    ``__getattribute__`` finds no such name, so a warning it issues names the program's line,
-    as without the probe (filters by module, once per place, unchanged)."""
-    getattr_ = object.__getattribute__(module, "__dict__").get("__getattr__")
-    if getattr_ is None:
-        return reads
-    key = (reads, id(getattr_))
-    klass = _READS_PER_MODULE.get(key)
-    if klass is None:
-        klass = type(reads.__name__, (reads,), {"__getattr__": staticmethod(getattr_), "__module__": reads.__module__})
-        _READS_PER_MODULE[key] = klass
-        _OUR_CLASSES.add(klass)
-    return klass
+def _follow_own_getattr(module, base) -> None:
+    """After the program set or deleted ``module.__getattr__``: the reads class that calls it
+    from the next read on (one written through ``vars(module)`` is followed at that read)."""
+    classes = _MODULE_CLASSES.get(base)
+    if classes and type(module) in classes[1:]:
+        object.__setattr__(module, "__class__", _reads_class(module, classes))
+
+
+def _reads_class(module, classes):
+    """The reads class for ``module`` now: with a class ``__getattr__`` if it has its own."""
+    return classes[2] if "__getattr__" in object.__getattribute__(module, "__dict__") else classes[1]
 
 
 def _traced_environ_class(base):

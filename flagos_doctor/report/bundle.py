@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime
 import os
 
-from flagos_doctor import __version__, stacks
+from flagos_doctor import __version__, childproc, stacks
 from flagos_doctor.errors import BadInput
 from flagos_doctor.options import CompareOptions, ProbeOptions, ReportOptions
 from flagos_doctor import redact
@@ -220,7 +220,8 @@ def _torch_fl_text(env: dict) -> str:
     parts.append(f"extension md5 {fl['extension_md5']}" if fl.get("extension_md5") else "no compiled extension found")
     conf = (env.get("stack") or {}).get("backend_config") or {}
     if conf.get("path"):
-        parts.append(f"conf in force {conf['path']} (chosen by {conf.get('chosen_by')})")
+        gone = "a temporary file, gone after the run; " if conf.get("gone") else ""
+        parts.append(f"conf in force {conf['path']} ({gone}chosen by {conf.get('chosen_by')})")
     return ", ".join(parts)
 
 
@@ -300,6 +301,9 @@ def collect(options: ReportOptions, progress=lambda step: None) -> dict:
         if bundle["explain"].get("error"):
             problems.append(f"explain: {bundle['explain']['error']}")
     bundle["problems"] = problems
-    bundle = redact.scrub(bundle, redact.secret_values(os.environ))
+    bundle = redact.scrub(childproc.without_link_folder(bundle), redact.secret_values(os.environ))
+    conf = (bundle["environment"].get("stack") or {}).get("backend_config")
+    if isinstance(conf, dict) and conf.get("path") and not os.path.exists(conf["path"]):
+        conf["gone"] = True  # a temporary file of the stack's run, deleted since
     bundle["template"] = template_fields(bundle)
     return bundle

@@ -80,6 +80,7 @@ class ResultsFile:
                 record = json.loads(line)
             except (ValueError, RecursionError):
                 continue  # the torn last line of a killed run
+            files.refuse_lone_surrogates(record, f"{self.path}:{number}", line)
             self._apply(record, f"{self.path}:{number}")
 
     def _apply(self, record, where: str) -> None:

@@ -65,6 +65,29 @@ class Stack:
         """Parent. The backends conf whose routes the survey takes without ``--conf`` / ``--routes``."""
         return None
 
+    #: The package whose ``configs/`` folder holds the stack's own backends confs (torch_fl's),
+    #: where a bare ``--conf NAME`` not in the current folder is looked up.
+    configs_package: str | None = None
+
+    def configs_folder(self, python: str, env: dict | None = None) -> str | None:
+        """Parent. The stack's ``configs/`` folder as ``python`` finds its package (a short
+        child that imports nothing: ``find_spec``), or None."""
+        import subprocess
+
+        from flagos_doctor.childproc import child_env
+
+        if not self.configs_package:
+            return None
+        finder = ("import importlib.util, os, sys; s = importlib.util.find_spec(sys.argv[1]); "
+                  "print(os.path.join(list(s.submodule_search_locations)[0], 'configs') if s and s.submodule_search_locations else '')")
+        try:
+            done = subprocess.run([python, "-c", finder, self.configs_package], env=child_env(env), stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        folder = done.stdout.strip()
+        return folder if done.returncode == 0 and os.path.isdir(folder) else None
+
     def prepare_env(self, env: dict, conf: str | None, keep_env: bool) -> None:
         """Parent. Edit ``env``, the environment a survey worker will start with."""
         if not keep_env:

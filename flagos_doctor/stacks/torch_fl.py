@@ -24,6 +24,7 @@ class TorchFLStack(Stack):
     install_hint = ("build it with `python -m flagos_doctor.torch_fl_build` (no clone needed) and set the "
                     "`PYTHONPATH=...` line it prints, then run this again")
     device_type = "flagos"
+    configs_package = "torch_fl"
 
     #: The route its baseline forces on every surveyed overload (``--native-route``).
     default_native_route = "cuda"

@@ -131,6 +131,35 @@ def _start_first(workers: pool_module.Pool, stack: str) -> pool_module.WorkerPro
         _stack_failed(exc, stack)
 
 
+def resolve_conf(options: SurveyOptions) -> None:
+    """A bare ``--conf NAME`` (the README's ``backends_flaggems.conf``) that is not in the
+    current folder: the stack's own ``configs/NAME`` (torch_fl's), said on stderr; where
+    neither has it, BadInput naming both places."""
+    conf = options.conf
+    if not conf or os.sep in conf or os.path.lexists(conf):
+        return
+    folder = stacks.get(options.stack).configs_folder(options.python)
+    if folder is None:
+        return  # the conf reader says: no such file
+    found = os.path.join(folder, conf)
+    if not os.path.isfile(found):
+        raise BadInput(f"no {conf} in the current folder nor in the {options.stack} stack's {folder}", "--conf")
+    options.conf = found
+    if not options.quiet:
+        print(f"flagos-doctor: --conf {conf}: {found} (the {options.stack} stack's; none in the current folder)",
+              file=sys.stderr)
+
+
+def refuse_absent_device(options, device: dict) -> None:
+    """BadInput when the stack's device reports no device here (torch_fl on a machine without
+    its card): every case would fail, one by one, for minutes. ``--no-device-ok`` surveys anyway."""
+    if options.no_device_ok or device.get("type") in (None, "cpu") or device.get("count") != 0:
+        return
+    raise BadInput(f"the {options.stack} stack's device {device.get('string')!r} reports none here "
+                   f"(torch.{device['type']}.device_count() answers 0): every case would fail; "
+                   "--device cpu self-checks the harness, --no-device-ok surveys anyway", "--stack")
+
+
 def _stack_failed(exc: pool_module.StackFailed, stack: str):
     if exc.missing:
         raise stacks.not_importable(stack)
@@ -169,6 +198,7 @@ def run(options: SurveyOptions) -> int:
 
 def _run(options: SurveyOptions) -> int:
     _validate(options)
+    resolve_conf(options)
     # The results file by what it is, not by the name given: through a symlink (dangling
     # too) the file written, locked and resumed is the one it points to, so two surveys
     # reaching one file by two names hold one lock.
@@ -299,6 +329,7 @@ def _start(survey: Survey) -> None:
     if survey.first is None:
         survey.first = _start_first(workers, options.stack)
     found = provenance.check_stack(options, survey.config, survey.first.ready["provenance"])
+    refuse_absent_device(options, found.get("device") or {})
     lowered = sizing.after_first_worker(survey.choice, found.get("device") or {}, max(1, len(options.devices)))
     if lowered is not None:
         workers.lower_limit(lowered)

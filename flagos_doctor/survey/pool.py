@@ -13,10 +13,12 @@ caller's thread, which alone writes the journal and the terminal.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import queue
 import statistics
 import shutil
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -126,7 +128,9 @@ class WorkerProcess:
             number = WorkerProcess._counter
         self.config = config
         self.slot = slot
-        self.capture = os.path.join(config.scratch, f"worker-{slot}-{number}.log")
+        # What the stack prints (fds 1 and 2 of the worker), in a file without a name: it may
+        # hold raw secrets, and a survey killed with SIGKILL leaves nothing of it behind.
+        self.capture = None if list_only else unnamed_capture(config.scratch)
         #: Names this worker in its case records (``worker``, with ``worker_order``, the
         #: case's place among those it started): a sticky device error is traced through
         #: the cases a worker ran before it (:mod:`.replay`).
@@ -137,7 +141,12 @@ class WorkerProcess:
         # Every text from the stack (exception messages, stderr tails, paths) is scrubbed
         # of the secrets of the environment it ran in, before anything keeps it.
         self._secrets = redact.secret_values(env)
-        self.child = Child(config.python, WORKER_MODULE, env=env)
+        try:
+            self.child = Child(config.python, WORKER_MODULE, env=env, pass_fds=(self.capture,) if self.capture else ())
+        except BaseException:
+            if self.capture is not None:
+                os.close(self.capture)
+            raise
         self.ready: dict | None = None
         self.start_seconds: float | None = None  # spawn to ready: mostly the stack's import
         try:
@@ -148,7 +157,7 @@ class WorkerProcess:
                     "device": config.device,
                     "spec": config.spec,
                     "backend": config.backend,
-                    "capture": None if list_only else self.capture,
+                    "capture_fd": self.capture,
                     "list_only": list_only,
                     "baseline": config.baseline,
                     "autotune_timing": config.autotune_timing()["mode"],
@@ -272,21 +281,27 @@ class WorkerProcess:
 
     def captured_since(self, offset: int) -> str:
         try:
-            with open(self.capture, "rb") as handle:
-                handle.seek(max(offset, os.path.getsize(self.capture) - 1_000_000))
-                return handle.read().decode("utf-8", "replace")
-        except OSError:
+            size = os.fstat(self.capture).st_size
+            start = max(offset, size - 1_000_000)
+            return os.pread(self.capture, max(size - start, 0), start).decode("utf-8", "replace")
+        except (OSError, TypeError):
             return self.child.stderr_tail(20)
 
     def close(self) -> None:
-        if self.child is None:
-            return
-        self.child.__exit__(None, None, None)
-        self.child = None
-        try:
-            os.unlink(self.capture)
-        except OSError:
-            pass
+        if self.child is not None:
+            self.child.__exit__(None, None, None)
+            self.child = None
+        if self.capture is not None:
+            os.close(self.capture)
+            self.capture = None
+
+
+def unnamed_capture(folder: str) -> int:
+    """A descriptor of an empty file in ``folder`` whose name is already gone, appended to."""
+    fd, path = tempfile.mkstemp(prefix="capture-", dir=folder or None)
+    os.unlink(path)
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
+    return fd
 
 
 class Pool:

@@ -1,8 +1,9 @@
 """A survey's scratch folder, and cleaning up after a survey that was killed.
 
-Each pool of workers keeps its capture files in a fresh ``$TMPDIR/flagos-survey-*``
-folder, whose ``owner`` file names the survey process (pid and start time, so a reused pid
-is not mistaken for it). Every worker, and everything a worker starts, carries the folder
+Each pool of workers keeps its capture files (unlinked at once: what the stack prints may
+hold raw secrets, so none has a name) in a fresh ``$TMPDIR/flagos-survey-*`` folder, whose
+``owner`` file names the survey process (pid and start time, so a reused pid is not
+mistaken for it). Every worker, and everything a worker starts, carries the folder
 in ``FLAGOS_DOCTOR_SCRATCH``. A survey killed with SIGKILL cannot remove its folder, and a
 kernel may have started a detached process (its own session, out of reach of the group
 kill) that outlives it. The next survey's :func:`clean_leftovers` removes the folders of

@@ -9,10 +9,34 @@ from flagos_doctor.probe import SCHEMA
 from flagos_doctor.probe.formats.common import event_line, headline, interesting_probes, probe_lines, state_text, value_text
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+#: The most of one finding's message the view shows (an error quoting a 100 KB line was one
+#: line of that length); the JSON keeps it whole.
+MAX_MESSAGE = 1200
+#: A message line longer than this is wrapped at the terminal's width, indented (a shorter
+#: one stays one line the terminal folds, as a user copies it).
+WRAP_FROM = 300
 
 
-def lines(document: dict) -> list[str]:
-    """The view as rich markup lines."""
+def message_lines(message: str, width: int) -> list[str]:
+    """A finding's message under its heading: a line of more than :data:`WRAP_FROM` characters
+    wrapped at ``width``, indented; the whole cut at :data:`MAX_MESSAGE` characters, saying
+    how many more the JSON holds."""
+    import textwrap
+
+    shown = message if len(message) <= MAX_MESSAGE else (
+        f"{message[:MAX_MESSAGE]}… ({len(message) - MAX_MESSAGE:,} more characters: --json has them)")
+    out = []
+    for line in shown.splitlines() or [""]:
+        if len(line) <= WRAP_FROM:
+            out.append(f"    {line}")
+            continue
+        out += textwrap.wrap(line, max(width - 4, 40), initial_indent="    ", subsequent_indent="    ",
+                             break_long_words=True, break_on_hyphens=False)
+    return out
+
+
+def lines(document: dict, width: int = 100) -> list[str]:
+    """The view as rich markup lines (a finding's message wrapped at ``width``)."""
     out = [f"[bold]flagos-doctor probe[/bold]: {escape(headline(document))}"]
     for notice in document.get("notices", []):
         out.append(f"[dim]note: {escape(notice)}[/dim]")
@@ -52,7 +76,7 @@ def lines(document: dict) -> list[str]:
         out.append(f"  [{style}]{finding['severity'].upper()}[/{style}] [bold]{finding['kind']}[/bold]"
                    + (f" {escape(finding['probe'])}" if finding.get("probe") else "")
                    + (f" [dim](events {evidence})[/dim]" if evidence else ""))
-        out.append(f"    {escape(finding['message'])}")
+        out += [escape(line) for line in message_lines(finding["message"], width)]
     child = document.get("child") or {}
     if document["outcome"] in ("crashed", "timeout", "import-failed") and child.get("stderr_tail"):
         out += ["", f"[bold]stderr tail[/bold] (child {escape(child.get('ended', ''))})"]
@@ -62,5 +86,5 @@ def lines(document: dict) -> list[str]:
 
 @output.register(SCHEMA, output.TERMINAL, highlight=False, soft_wrap=True)
 def show(document: dict, console) -> None:
-    for line in lines(document):
+    for line in lines(document, console.width):
         console.print(line, highlight=False)

@@ -2,13 +2,14 @@
 
 Started by :mod:`flagos_doctor.survey.pool` as ``python -m flagos_doctor.survey.child.worker``;
 requests and records travel over :mod:`flagos_doctor.channel`. After the stack is set up,
-file descriptors 1 and 2 point at a capture file the parent named, so whatever a case
+file descriptors 1 and 2 point at a capture file the parent opened (``capture_fd``, passed
+down, its name already removed), so whatever a case
 prints (torch_fl's dispatch and fallback lines, a CUDA error, a traceback before a crash)
 is read back per case here and, after a crash, by the parent.
 
 Requests and the records they produce::
 
-    {"op": "init", "stack", "device", "spec", "capture", "backend", "list_only", "baseline",
+    {"op": "init", "stack", "device", "spec", "capture_fd", "backend", "list_only", "baseline",
      "autotune_timing"}
         -> {"record": "ready", "device", "provenance", "baseline"} | {"record": "setup_error", "error", "missing"}
     {"op": "list"} -> {"record": "registered", "overloads"}
@@ -69,17 +70,15 @@ def _lower_priority() -> None:
 
 
 class Capture:
-    """Descriptors 1 and 2 appended to one file; read back what each case printed."""
+    """Descriptors 1 and 2 appended to one file (the parent's, without a name: it may hold
+    raw secrets); read back what each case printed."""
 
-    def __init__(self, path: str):
-        self.path = path
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    def __init__(self, fd: int):
+        self.fd = fd
         sys.stdout.flush()
         sys.stderr.flush()
         os.dup2(fd, 1)
         os.dup2(fd, 2)
-        os.close(fd)
-        self._reader = open(path, "rb")
 
     def mark(self) -> int:
         sys.stdout.flush()
@@ -87,9 +86,8 @@ class Capture:
         return os.fstat(2).st_size
 
     def since(self, offset: int) -> str:
-        self.mark()
-        self._reader.seek(offset)
-        return self._reader.read().decode("utf-8", "replace")
+        size = self.mark()
+        return os.pread(self.fd, max(size - offset, 0), offset).decode("utf-8", "replace")
 
 
 def _short(text: str, limit: int = 600) -> str:
@@ -135,8 +133,8 @@ class Worker:
                 }
             )
             return False
-        if request.get("capture"):
-            self.capture = Capture(request["capture"])
+        if request.get("capture_fd") is not None:
+            self.capture = Capture(request["capture_fd"])
         from flagos_doctor.survey.child import autotune_timing
         from flagos_doctor.survey.child.triton_timing import TritonTimes
 
