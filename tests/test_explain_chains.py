@@ -103,30 +103,29 @@ def test_the_seed_lines_compile_with_inductor_on_the_fixed_demo_as_eager_compute
     assert against.stdout.splitlines()[-1] == "compiled equals eager: True flagos:0"
 
 
-#: A flagos graph that needs a kernel of its own, then the same function on CPU. CPU's compiled
-#: sin is vectorised (Sleef), so it may differ from eager's by an ulp on some machines: close, not equal.
+#: A flagos graph that needs generated kernels (a fused pointwise op, a reduction), then the
+#: same function on CPU. CPU's compiled sin is vectorised (Sleef), so it may differ from
+#: eager's by an ulp on some machines: close, not equal.
 NEEDS_A_KERNEL = """
 import torch
 import flagos_doctor.demo
-fn = lambda x: x.sin() + 1
-x = torch.randn(3)
-try:
-    torch.compile(fn, fullgraph=True)(x.to("flagos"))
-except Exception as error:
-    print(type(error).__name__ + ":", str(error).splitlines()[0])
+fn = lambda x: (x.sin() + 1).sum(0)
+x = torch.randn(3, 5)
+out = torch.compile(fn, fullgraph=True)(x.to("flagos"))
+print("flagos:", out.device, torch.allclose(out.cpu(), fn(x), rtol=1e-6, atol=1e-6))
 print("cpu:", torch.allclose(torch.compile(fn, fullgraph=True)(x), fn(x), rtol=1e-6, atol=1e-6))
 """
 
 
-def test_a_flagos_graph_needing_a_generated_kernel_is_refused_naming_its_ops_and_cpu_is_unchanged(tmp_path):
+def test_a_flagos_graph_needing_a_generated_kernel_gets_cpus_code_generator_and_cpu_is_unchanged(tmp_path):
     done = run_cli_bare([sys.executable, "-c", NEEDS_A_KERNEL],
-                        {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}, None)
+                        {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "TORCH_LOGS": "output_code"}, None)
     assert done.returncode == 0, done.stderr
-    refused, cpu = done.stdout.splitlines()[-2:]
-    assert refused == ("InductorError: NoKernelGenerated: the flagos demo device has no Inductor code generator, "
-                       "and this graph needs a kernel generated for aten.add.Tensor, aten.sin.default; "
-                       "compile with backend=\"flagos\" (runs the graph op by op)")
-    assert cpu == "cpu: True"
+    assert done.stdout.splitlines()[-2:] == ["flagos: flagos:0 True", "cpu: True"]
+    # The flagos graph's wrapper: one C++ kernel, handed the CPU data of its flagos tensors.
+    assert "device='flagos'" in done.stderr
+    assert "cpp_fused_add_sin_sum_0(_flagos_data(arg0_1), _flagos_data(buf0))" in done.stderr
+    assert "cpp_fused_add_sin_sum_0(arg0_1, buf0)" in done.stderr  # the CPU graph's, as without the demo
 
 
 def test_the_seed_lines_are_explained_under_the_seed_bug(tmp_path):
@@ -146,16 +145,83 @@ def test_the_seed_lines_are_explained_under_the_seed_bug(tmp_path):
         < view.index("ERROR alias-missing torch.device")
 
 
-def test_a_transformers_causal_lm_runs_on_the_fixed_demo_and_is_explained_under_the_seed_bug(tmp_path):
+def test_a_transformers_causal_lm_compiled_fullgraph_runs_on_the_fixed_demo_and_is_explained_under_the_seed_bug(tmp_path):
+    """Plain ``torch.compile(model, fullgraph=True)`` of a tiny Qwen3: on the fixed demo with
+    the model on "cuda" (the alias) it matches CPU; under the seed bug on "flagos" it fails
+    where the seed's did (dynamo's random state), and on "cuda" in transformers' own
+    ``model.to``; each gets the chain."""
     lm = os.path.join(EXPLAIN, "tiny_causal_lm.py")
-    fixed, document = explain(tmp_path, "python", lm, options=("--stack", "demo"))
+    inductor = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    fixed, document = explain(tmp_path, "python", lm, "cuda", options=("--stack", "demo"), env=inductor)
     assert fixed.returncode == 0, fixed.stderr
     assert fixed.stdout.splitlines()[-1] == "flagos:0 (1, 4, 64) matches cpu: True"
-    broken, document = explain(tmp_path, "python", lm, options=("--stack", "demo"), env=SEED_BUG)
+    broken, document = explain(tmp_path, "python", lm, "flagos", options=("--stack", "demo"), env={**SEED_BUG, **inductor})
     assert broken.returncode == 1, broken.stderr
     (failure,) = document["failures"]
     chain = chain_of(document, failure)
     assert_chain_names_redirect_guard_and_skipped_alias(chain)
+    assert chain["chain"][-1]["uses"] == "torch.cuda.get_rng_state"
+    broken, document = explain(tmp_path, "python", lm, "cuda", options=("--stack", "demo"), env={**SEED_BUG, **inductor})
+    (failure,) = document["failures"]
+    assert "Torch not compiled with CUDA enabled" in failure["error"]
+    chain = chain_of(document, failure)
+    assert_chain_names_redirect_guard_and_skipped_alias(chain)
+    assert chain["chain"][-1]["uses"] == "torch.device"
+    assert any(f["file"].startswith("transformers/") and f["function"] == "to" for f in failure["traceback"])
+
+
+FORMS = ("test_module_constant", "test_default_argument", "test_dataclass_field", "test_fixture",
+         "test_library_to_device")
+OTHER_CAUSES = ("test_plain_assertion", "test_shape_error", "test_cuda_stream_no_alias_redirects",
+                "test_cuda_init_no_alias_redirects")
+
+
+def explain_forms(tmp_path, *pytest_options, env=None):
+    done, document = explain(tmp_path, "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_options,
+                             "device_forms_tests.py", options=("--stack", "demo"), env=env, cwd=EXPLAIN)
+    return done, document, {f["test"].rsplit("::", 1)[1]: f for f in document["failures"]}
+
+
+def test_a_device_made_on_one_line_and_used_on_another_gets_the_chain_in_every_form(tmp_path):
+    done, document, by_test = explain_forms(tmp_path, env=SEED_BUG)
+    assert sorted(by_test) == sorted(FORMS + OTHER_CAUSES), done.stderr
+    symptoms = {}
+    for name in FORMS:
+        failure = by_test[name]
+        assert "Torch not compiled with CUDA enabled" in failure["error"]
+        chain = chain_of(document, failure)
+        assert_chain_names_redirect_guard_and_skipped_alias(chain)
+        symptom = chain["chain"][-1]
+        assert symptom["uses"] == "torch.device" and "reached torch's CUDA initialisation" in symptom["how"]
+        assert "where the skipped alias (torch.device) would have sent cuda to the stack's device" in chain["message"]
+        symptoms[name] = (symptom["frame"]["file"], symptom["frame"]["function"])
+    forms = "device_forms_tests.py"
+    assert symptoms == {"test_module_constant": (forms, "scale"), "test_default_argument": (forms, "scale"),
+                        "test_dataclass_field": (forms, "test_dataclass_field"),
+                        "test_fixture": (forms, "test_fixture"),
+                        "test_library_to_device": ("torch/nn/modules/module.py", "convert")}
+    for name in OTHER_CAUSES:  # a plain assertion, a shape error, torch.cuda's own calls: no cause
+        assert by_test[name]["causes"] == [], by_test[name]["causes"]
+
+
+def test_the_forms_pass_on_the_fixed_demo_and_without_the_alias_get_no_cause(tmp_path):
+    done, document, by_test = explain_forms(tmp_path)
+    assert sorted(by_test) == sorted(OTHER_CAUSES), done.stderr
+    assert document["tests"]["counts"]["passed"] == len(FORMS)
+    assert all(f["causes"] == [] for f in document["failures"])
+    # The alias turned off by the user: no guard read the probe, so nothing skipped the alias.
+    done, document, by_test = explain_forms(tmp_path, env={**SEED_BUG, "FLAGOS_ALIAS_CUDA": "0"})
+    assert sorted(by_test) == sorted(FORMS + OTHER_CAUSES), done.stderr
+    assert all(f["causes"] == [] for f in document["failures"])
+
+
+def test_the_forms_get_the_chain_in_pytest_xdist_workers(tmp_path):
+    done, document, by_test = explain_forms(tmp_path, "-n", "2", env=SEED_BUG)
+    roles = {p["pid"]: p["role"] for p in document["processes"]}
+    for name in FORMS:
+        assert roles[by_test[name]["process"]].startswith("pytest-xdist worker"), done.stderr
+        assert_chain_names_redirect_guard_and_skipped_alias(chain_of(document, by_test[name]))
+    assert all(by_test[name]["causes"] == [] for name in OTHER_CAUSES)
 
 
 MANY = '''
