@@ -312,3 +312,26 @@ def test_the_chain_holds_in_pytest_xdist_workers(tmp_path):
     assert roles[alias["process"]].startswith("pytest-xdist worker")  # failed in a worker, not the parent
     assert_chain_names_redirect_guard_and_skipped_alias(chain_of(document, alias))
     assert plain["causes"] == []
+
+
+def test_without_stack_explain_records_the_stack_the_program_imported_and_report_probes_it(tmp_path):
+    """No ``--stack``: the run names the demo (its code wrote the watched probes), so
+    ``report --explain`` probes the demo and its page carries the run's own findings; a program
+    importing no stack names none."""
+    program = tmp_path / "constant.py"
+    program.write_text("import torch\nimport flagos_doctor.demo  # noqa: F401\n\nDEVICE = torch.device('cuda')\n"
+                       "print(torch.ones(2).to(DEVICE))\n")
+    done, document = explain(tmp_path, "python", str(program), env=SEED_BUG)
+    assert done.returncode == 1 and document["stack"] == "demo", done.stderr
+    assert "(stack demo)" in done.stderr
+    assert_chain_names_redirect_guard_and_skipped_alias(chain_of(document, document["failures"][0]))
+    report = run_cli("report", "--explain", str(tmp_path / "explain.json"), cwd=str(tmp_path))
+    assert report.returncode == 0, report.stderr
+    assert "| stack imported | flagos_doctor.demo |" in report.stdout
+    findings = report.stdout.split("#### Findings of the run", 1)[1]
+    assert "- **error** stale-guard `torch.cuda.is_available`" in findings
+    assert "- **error** alias-missing `torch.device`" in findings
+    plain = tmp_path / "plain.py"
+    plain.write_text("import torch\nprint(torch.ones(2).sum().item())\n")
+    done, document = explain(tmp_path, "python", str(plain))
+    assert done.returncode == 0 and document["stack"] is None, done.stderr

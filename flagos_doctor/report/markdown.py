@@ -184,7 +184,8 @@ def _explain(page: Page, piece: dict) -> None:
         return
     page.add(out + [f"**{explain_common.headline(piece)}**", "",
                     f"Command: {code(explain_common.command_text(piece))}", ""]
-             + explain_markdown.failures_lines(piece, level="####"))
+             + explain_markdown.failures_lines(piece, level="####")
+             + explain_markdown.findings_lines(piece, level="####"))
     for failure in piece.get("failures") or []:
         if failure.get("traceback"):
             page.add(details(f"Traceback of failure #{failure['id']}", explain_markdown.traceback_lines(failure)),
