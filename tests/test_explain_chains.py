@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from conftest import REPO_ROOT, run_cli
+from flagos_doctor.errors import EXIT_CAUSE
 from test_explain import EXPLAIN, explain, run_cli_bare
 
 SEED_BUG = {"FLAGOS_DEMO_SEED_BUG": "1"}
@@ -54,7 +55,7 @@ def alias_tests(tmp_path_factory):
 
 def test_the_alias_assertion_gets_the_chain_and_the_plain_one_no_cause(alias_tests):
     done, document, page = alias_tests
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == EXIT_CAUSE, done.stderr
     by_test = {f["test"].rsplit("::", 1)[1]: f for f in document["failures"]}
     alias, plain = by_test["test_cuda_means_flagos"], by_test["test_plain_wrong_assertion"]
     assert "'cuda' == 'flagos'" in alias["error"]
@@ -131,7 +132,7 @@ def test_a_flagos_graph_needing_a_generated_kernel_gets_cpus_code_generator_and_
 def test_the_seed_lines_are_explained_under_the_seed_bug(tmp_path):
     seed = os.path.join(EXPLAIN, "seed_demo.py")
     broken, document = explain(tmp_path, "python", seed, options=("--stack", "demo"), env=SEED_BUG)
-    assert broken.returncode == 1
+    assert broken.returncode == EXIT_CAUSE
     (failure,) = document["failures"]
     assert "Torch not compiled with CUDA enabled" in failure["error"]
     hows = [c["how"] for c in document["causes"]]
@@ -156,7 +157,7 @@ def test_a_transformers_causal_lm_compiled_fullgraph_runs_on_the_fixed_demo_and_
     assert fixed.returncode == 0, fixed.stderr
     assert fixed.stdout.splitlines()[-1] == "flagos:0 (1, 4, 64) matches cpu: True"
     broken, document = explain(tmp_path, "python", lm, "flagos", options=("--stack", "demo"), env={**SEED_BUG, **inductor})
-    assert broken.returncode == 1, broken.stderr
+    assert broken.returncode == EXIT_CAUSE, broken.stderr
     (failure,) = document["failures"]
     chain = chain_of(document, failure)
     assert_chain_names_redirect_guard_and_skipped_alias(chain)
@@ -246,7 +247,7 @@ def test_three_thousand_failures_stay_within_every_views_budget(tmp_path):
     (tmp_path / "many_tests.py").write_text(MANY)
     done, document = explain(tmp_path, "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "many_tests.py",
                              options=("--stack", "demo", "--markdown", str(tmp_path / "why.md")), env=SEED_BUG)
-    assert done.returncode == 1 and len(document["failures"]) == 3000
+    assert done.returncode == EXIT_CAUSE and len(document["failures"]) == 3000
     assert sum(1 for f in document["failures"] if f["causes"]) == 1500
     page = (tmp_path / "why.md").read_text()
     assert len(page) <= 60_000 and "2975 more failures not listed (1475 with a cause, 1500 without)" in page
@@ -304,7 +305,7 @@ def test_the_chain_holds_in_pytest_xdist_workers(tmp_path):
     the alias assertion's chain found in that worker's own events, the plain one still no cause."""
     done, document = explain(tmp_path, "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
                              "alias_tests.py", options=("--stack", "demo"), env=SEED_BUG, cwd=EXPLAIN)
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == EXIT_CAUSE, done.stderr
     by_test = {f["test"].rsplit("::", 1)[1]: f for f in document["failures"]}
     alias, plain = by_test["test_cuda_means_flagos"], by_test["test_plain_wrong_assertion"]
     roles = {p["pid"]: p["role"] for p in document["processes"]}
@@ -322,7 +323,7 @@ def test_without_stack_explain_records_the_stack_the_program_imported_and_report
     program.write_text("import torch\nimport flagos_doctor.demo  # noqa: F401\n\nDEVICE = torch.device('cuda')\n"
                        "print(torch.ones(2).to(DEVICE))\n")
     done, document = explain(tmp_path, "python", str(program), env=SEED_BUG)
-    assert done.returncode == 1 and document["stack"] == "demo", done.stderr
+    assert done.returncode == EXIT_CAUSE and document["stack"] == "demo", done.stderr
     assert "(stack demo)" in done.stderr
     assert_chain_names_redirect_guard_and_skipped_alias(chain_of(document, document["failures"][0]))
     report = run_cli("report", "--explain", str(tmp_path / "explain.json"), cwd=str(tmp_path))
@@ -335,3 +336,22 @@ def test_without_stack_explain_records_the_stack_the_program_imported_and_report
     plain.write_text("import torch\nprint(torch.ones(2).sum().item())\n")
     done, document = explain(tmp_path, "python", str(plain))
     assert done.returncode == 0 and document["stack"] is None, done.stderr
+
+
+def test_a_cause_exits_with_a_status_of_its_own_apart_from_the_programs_own_one(tmp_path):
+    """The program's own 1 (an uncaught error, pytest's failed tests) passes through; a failure
+    with a cause exits 10, or the status ``--cause-status`` names."""
+    program = tmp_path / "fixture_device.py"
+    program.write_text("import torch\nimport flagos_doctor.demo  # noqa: F401\n\n\ndef run(device=torch.device('cuda')):\n"
+                       "    return torch.zeros(3).to(device)\n\n\nrun()\n")
+    done, document = explain(tmp_path, "python", str(program), env=SEED_BUG)
+    assert document["program"]["returncode"] == 1 and done.returncode == EXIT_CAUSE == 10, done.stderr
+    assert document["causes"][0]["how"] == "skipped-write"
+    done, _ = explain(tmp_path, "python", str(program), options=("--cause-status", "42"), env=SEED_BUG)
+    assert done.returncode == 42
+    done, document = explain(tmp_path, "python", str(program))  # the fixed demo: it runs
+    assert done.returncode == 0 and document["failures"] == []
+    bad = run_cli("explain", "--cause-status", "126", "--", "python", str(program), cwd=str(tmp_path))
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == ["flagos-doctor: error: --cause-status: 126 is not 1-125 (0 is success; "
+                                               "126 and up are the shell's and signals')"]
