@@ -270,3 +270,37 @@ def test_the_alias_guards_early_return_names_what_it_would_skip(source):
     for name, assigned in (("torch.device", "torch.device = device"), ("torch.Tensor.cuda", "torch.Tensor.cuda = _tensor_cuda"),
                            ("torch.cuda.current_device", "torch.cuda.current_device = flagos.current_device")):
         assert written[name] == next(n for n, line in enumerate(lines, start=1) if n > start and line.strip() == assigned)
+
+
+DEVICE_MADE_EARLY = '''import torch
+import torch_fl  # noqa: F401
+
+DEVICE = torch.device("cuda")
+
+
+def run(x, device=DEVICE):
+    return (x * 2).to(device)
+
+
+print(run(torch.ones(4)).device)
+'''
+
+
+def test_explain_of_a_program_using_its_device_names_the_stack_and_no_device_and_no_false_chain(site, tmp_path):
+    """On this CPU machine torch_fl installs its alias (its guard's probe answers False either
+    way) and has no device: the program's "cuda" device, made in a module constant, reaches
+    torch_fl's allocator and fails. explain names the stack it imported, says no-device, and
+    gives the failure no cause: no guard skipped the alias. It exits with the program's 1."""
+    program = tmp_path / "device_made_early.py"
+    program.write_text(DEVICE_MADE_EARLY)
+    out = tmp_path / "why.json"
+    done = run_with(site, "explain", "--json", str(out), "--", "python", str(program))
+    document = json.loads(out.read_text())
+    assert done.returncode == 1 == document["program"]["returncode"], done.stderr
+    assert document["stack"] == "torch_fl" and "(stack torch_fl)" in done.stderr
+    (failure,) = document["failures"]
+    assert failure["error"] == "RuntimeError: CachingDeviceAllocator: invalid device index"
+    assert failure["causes"] == [] and document["causes"] == []
+    assert "no-device" in [f["kind"] for f in document["findings"] if f["severity"] == "error"]
+    writes = {e["probe"] for e in document["events"] if e["kind"] == "write"}
+    assert {"torch.device", "torch.Tensor.cuda"} <= writes  # the alias was installed
