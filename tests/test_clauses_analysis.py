@@ -56,7 +56,7 @@ def test_an_uncaught_exception_is_judged_on_every_read_of_the_run(tmp_path):
     script = tmp_path / "uncaught.py"
     script.write_text("import torch\nimport seedreplica  # noqa: F401\n\n"
                       "cuda = torch.cuda.is_available()\n\n\ndef run():\n"
-                      "    torch.zeros(1, device='cuda' if cuda else 'cpu')\n\n\nrun()\n")
+                      "    torch.cuda.init() if cuda else torch.zeros(1)\n\n\nrun()\n")
     done, document = explain(tmp_path, sys.executable, str(script))
     [failure] = document["failures"]
     assert failure["kind"] == "exception" and not failure.get("test")
