@@ -497,6 +497,10 @@ def test_the_alias_symptom_needs_an_is_available_guard_without_cuda_a_skipped_al
     other_function = at("torch/cuda/__init__.py", 600, "current_stream")
     assert causes.find_chains(events, {**MADE_ELSEWHERE, "traceback": MADE_ELSEWHERE["traceback"][:2] + [other_function]},
                               [ALIAS_DECISION]) == []
+    # A chained exception's frame alone (its caller unknown) is not the traceback proper.
+    chained = {**MADE_ELSEWHERE, "traceback": MADE_ELSEWHERE["traceback"][:2],
+               "causes": [{"error": "AssertionError: Torch not compiled with CUDA enabled", "at": CUDA_INIT}]}
+    assert causes.find_chains(events, chained, [ALIAS_DECISION]) == []
     # A Windows path is read as the same file.
     windows = {**MADE_ELSEWHERE, "traceback": MADE_ELSEWHERE["traceback"][:2] + [at("torch\\cuda\\__init__.py", 522, "_lazy_init")]}
     assert len(causes.find_chains(events, windows, [ALIAS_DECISION])) == 1

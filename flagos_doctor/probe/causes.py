@@ -286,7 +286,8 @@ def find_chains(events: list[dict], failure: dict, decisions: list[dict] | None 
     """Causes decided long before the failure: a guard read a redirected probe whose original
     answers differently, and its branch skipped code (a decision's ``skipped``); the failure's
     path then used what that code would have written (a frame running the stock function it
-    would have replaced, or a frame's line naming it). One cause per guard, root first in its
+    would have replaced, or a frame's line naming it), or, where that code was the cuda alias,
+    gave a tensor operation a ``cuda`` device (:func:`_alias_symptom`). One cause per guard, root first in its
     ``chain``: the redirect, the guard's read and branch, what was skipped, the symptom."""
     frames = list(failure.get("traceback") or []) + [c["at"] for c in failure.get("causes") or [] if c.get("at")]
     if not frames:
@@ -300,7 +301,8 @@ def find_chains(events: list[dict], failure: dict, decisions: list[dict] | None 
         if decision.get("kind") != "branch" or not skipped.get("writes") or \
                 (entry.get("original_answer") or {}).get("repr") == (entry.get("replaced_answer") or {}).get("repr"):
             continue
-        symptom = _symptom(frames, skipped["writes"]) or _alias_symptom(entry, frames, skipped["writes"])
+        symptom = _symptom(frames, skipped["writes"]) or \
+            _alias_symptom(entry, list(failure.get("traceback") or []), skipped["writes"])
         if symptom is None:
             continue
         read = next((e for e in events if e.get("kind") == "read" and e["probe"] == entry["probe"]
@@ -354,8 +356,9 @@ def _alias_symptom(entry: dict, frames: list[dict], writes: list[dict]) -> tuple
 
     Whatever line made the device (a module constant, a default, a fixture, a library's
     ``to(device)``), its use ends in ``_lazy_init`` called from outside ``torch.cuda``; a
-    ``torch.cuda`` function that reaches it (``torch.cuda.Stream()``) is one no alias redirects,
-    and a stock one the alias replaces is :func:`_uses`' case."""
+    ``torch.cuda`` function that reaches it (``torch.cuda.init()``) is one no alias redirects,
+    and a stock one the alias replaces is :func:`_uses`' case. ``frames`` is the traceback
+    proper: a chained exception's frame has no caller recorded beside it."""
     if not entry["probe"].endswith("cuda.is_available") or (entry.get("original_answer") or {}).get("repr") != "False":
         return None
     alias = next((w for name in ALIAS_WRITES for w in writes if w["name"] == name), None)
