@@ -371,7 +371,7 @@ def explain(
     max_chars: int = typer.Option(DEFAULT_MAX_CHARS, "--max-chars", metavar="N", callback=_max_chars, help=MAX_CHARS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
     cause_status: int = typer.Option(10, "--cause-status", metavar="N", callback=_cause_status,
-                                     help="Exit status when a failure has a cause (1-125; default 10, which no Python program or pytest says of itself)."),
+                                     help="Exit status when a failure has a cause, 1-125 (10: apart from Python's 1 and pytest's 0-5)."),
 ):
     """Run your own failing Python program (or pytest) with the probe's watch installed from
     interpreter start; say which redirected probe each failure read on its way."""

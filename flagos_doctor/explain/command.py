@@ -2,8 +2,8 @@
 
 Exit code: 130 or 143 when explain itself was interrupted by SIGINT or SIGTERM (the signal
 was the program's too; the document says so); 10 (``--cause-status N``) when a failure of the
-program has a cause, a status no program of Python or pytest says of itself, so a script tells
-"explained" from the program's own 1; otherwise the program's own (128 + N for a program killed
+program has a cause, apart from Python's 1 and pytest's 0-5, so a script tells "explained"
+from the program's own failure; otherwise the program's own (128 + N for a program killed
 by signal N, as a shell says it); 2 for bad usage.
 """
 
