@@ -355,3 +355,20 @@ def test_a_cause_exits_with_a_status_of_its_own_apart_from_the_programs_own_one(
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == ["flagos-doctor: error: --cause-status: 126 is not 1-125 (0 is success; "
                                                "126 and up are the shell's and signals')"]
+
+
+def test_a_device_made_in_a_module_constant_gets_the_chain_in_a_subprocess(tmp_path):
+    """The program only spawns ``python constant_device.py``: the failure is the subprocess's,
+    its chain found in that process's own events, and the stack named from them."""
+    spawner = tmp_path / "spawner.py"
+    spawner.write_text("import subprocess\nimport sys\n\n"
+                       "sys.exit(subprocess.run([sys.executable, sys.argv[1]]).returncode)\n")
+    done, document = explain(tmp_path, "python", str(spawner), os.path.join(EXPLAIN, "constant_device.py"),
+                             env=SEED_BUG)
+    assert done.returncode == EXIT_CAUSE and document["stack"] == "demo", done.stderr
+    (failure,) = document["failures"]
+    roles = {p["pid"]: p["role"] for p in document["processes"]}
+    assert roles[failure["process"]] == "subprocess"
+    chain = chain_of(document, failure)
+    assert_chain_names_redirect_guard_and_skipped_alias(chain)
+    assert chain["chain"][-1]["frame"] == {"file": "constant_device.py", "line": 11, "function": "scale"}
