@@ -99,6 +99,13 @@ def _max_chars(value: int) -> int:
     return value
 
 
+def _cause_status(value: int) -> int:
+    if not 1 <= value <= 125:
+        raise BadInput(f"{value} is not 1-125 (0 is success; 126 and up are the shell's and signals')",
+                       "--cause-status")
+    return value
+
+
 def _version(value: bool):
     if value:
         typer.echo(f"flagos-doctor {__version__}")
@@ -345,9 +352,9 @@ def matrix(
 @app.command(
     context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
     epilog=(
-        "Exit code: 1 when a failure of the program has a cause (a read of a probe the stack "
-        "redirected, on the failure's path); otherwise the program's own (128+N after signal N); "
-        "2 for bad usage. The program's stdin, stdout, stderr pass through; the view goes to stderr.\n\n"
+        "Exit code: 10 (--cause-status) when a failure of the program has a cause (a read of a probe "
+        "the stack redirected, on the failure's path, or a guard that skipped what it needed); "
+        "otherwise the program's own (128+N after signal N); 2 for bad usage. The program's stdin, stdout, stderr pass through; the view goes to stderr.\n\n"
         "Examples:\n\n"
         "  flagos-doctor explain -- python repro.py\n\n"
         "  flagos-doctor explain --stack torch_fl --json why.json -- python -m pytest tests/test_compile.py -x\n\n"
@@ -365,12 +372,15 @@ def explain(
     markdown_path: Optional[str] = typer.Option(None, "--markdown", metavar="PATH", help="Write Markdown for an issue."),
     max_chars: int = typer.Option(DEFAULT_MAX_CHARS, "--max-chars", metavar="N", callback=_max_chars, help=MAX_CHARS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No terminal view."),
+    cause_status: int = typer.Option(10, "--cause-status", metavar="N", callback=_cause_status,
+                                     help="Exit status when a failure has a cause, 1-125 (10: apart from Python's 1 and pytest's 0-5)."),
 ):
     """Run your own failing Python program (or pytest) with the probe's watch installed from
     interpreter start; say which redirected probe each failure read on its way."""
     options = opts.ExplainOptions(
         command=list(command), stack=stack, python=python, watch=list(watch), watch_file=watch_file,
         json_path=json_path, markdown_path=markdown_path, max_chars=max_chars, quiet=quiet,
+        cause_status=cause_status,
     )
     with one_line_errors():
         from flagos_doctor.explain import command as explain_command

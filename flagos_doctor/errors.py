@@ -9,6 +9,9 @@ EXIT_OK = 0
 EXIT_FINDING = 1  # a regression, an error-level finding, a crash or a timeout
 EXIT_BAD_INPUT = 2  # bad usage or bad input
 EXIT_INTERNAL = 3  # a bug in flagos-doctor itself
+#: ``explain``'s default status when a failure of the program has a cause: out of the range
+#: programs say their own with (Python's 1, pytest's 0-5, a shell's 126-127, 128+N for signal N).
+EXIT_CAUSE = 10
 
 
 class BadInput(Exception):

@@ -151,6 +151,7 @@ class ExplainOptions:
     markdown_path: str | None = None
     max_chars: int = DEFAULT_MAX_CHARS
     quiet: bool = False
+    cause_status: int = 10  # exit status when a failure has a cause (errors.EXIT_CAUSE)
 
 
 @dataclass

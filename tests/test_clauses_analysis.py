@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from conftest import FIXTURES, run_cli
+from flagos_doctor.errors import EXIT_CAUSE
 
 EXPLAIN = os.path.join(FIXTURES, "explain")
 SEED_ENV = {"PYTHONPATH": os.path.join(FIXTURES, "probe_stacks")}
@@ -47,7 +48,7 @@ def test_a_test_is_never_blamed_for_a_read_another_test_made(two_tests):
     assert cause["failure"] == asked["id"] and cause["read"] == reads[0]["seq"]
     assert cause["probe"] == "torch.cuda.is_available" and cause["answer"] == "True"
     assert before["causes"] == []
-    assert done.returncode == 1
+    assert done.returncode == EXIT_CAUSE
 
 
 def test_an_uncaught_exception_is_judged_on_every_read_of_the_run(tmp_path):
@@ -55,7 +56,7 @@ def test_an_uncaught_exception_is_judged_on_every_read_of_the_run(tmp_path):
     script = tmp_path / "uncaught.py"
     script.write_text("import torch\nimport seedreplica  # noqa: F401\n\n"
                       "cuda = torch.cuda.is_available()\n\n\ndef run():\n"
-                      "    torch.zeros(1, device='cuda' if cuda else 'cpu')\n\n\nrun()\n")
+                      "    torch.cuda.init() if cuda else torch.zeros(1)\n\n\nrun()\n")
     done, document = explain(tmp_path, sys.executable, str(script))
     [failure] = document["failures"]
     assert failure["kind"] == "exception" and not failure.get("test")
@@ -91,7 +92,7 @@ def test_an_exception_raised_from_another_is_judged_on_the_frames_of_both(tmp_pa
     [cause] = document["causes"]
     assert cause["failure"] == failure["id"] and cause["probe"] == "torch.cuda.is_available"
     assert cause["reader"] == {"file": "chained.py", "function": "pick", "line": 6}
-    assert cause["frame"]["line"] == 7 and done.returncode == 1
+    assert cause["frame"]["line"] == 7 and done.returncode == EXIT_CAUSE
     assert cause["id"] == 1 and failure["causes"] == [1]  # numbered from 1, as the failure names them
 
 

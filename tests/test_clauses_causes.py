@@ -429,3 +429,78 @@ def test_a_use_is_found_by_the_last_two_parts_of_the_name_and_its_line_cut_at_12
     (cause,) = causes.find_chains([REDIRECT, read()], {**LATE, "traceback": [at("user/run.py", 3, "main", code)]},
                                   [by_current])
     assert cause["chain"][3]["how"] == f"used torch.cuda.current_device (`{code[:120]}`)"
+
+
+#: The device made elsewhere (a module constant): the failing line names no cuda, and torch's
+#: CUDA initialisation is called from it (from C++, so it is the next frame on the traceback).
+CUDA_INIT = at("torch/cuda/__init__.py", 522, "_lazy_init", 'raise AssertionError("Torch not compiled with CUDA enabled")')
+MADE_ELSEWHERE = {"error": "AssertionError: Torch not compiled with CUDA enabled", "step": "exercise: run",
+                  "traceback": [at("user/run.py", 9, "<module>", "main()"), at("user/run.py", 5, "main", "return y.to(DEVICE)"),
+                                CUDA_INIT]}
+ALIAS_SKIPPED = {"lines": [19, 25], "ended_by": "return",
+                 "writes": [{"name": "torch.cuda.current_device", "line": 21},
+                            {"name": "torch.Tensor.cuda", "line": 22, "method": True}, {"name": "torch.device", "line": 24}]}
+ALIAS_DECISION = {**CHAIN_DECISION, "decision": {**CHAIN_DECISION["decision"], "skipped": ALIAS_SKIPPED}}
+
+
+def test_a_tensor_operation_reaching_cuda_init_where_the_alias_was_skipped_is_a_chain_whatever_made_the_device():
+    (cause,) = causes.find_chains([REDIRECT, read()], MADE_ELSEWHERE, [ALIAS_DECISION])
+    symptom = cause["chain"][3]
+    assert symptom == {"step": "symptom", "frame": at("user/run.py", 5, "main"), "uses": "torch.device",
+                       "how": "gave a tensor operation a cuda device (`return y.to(DEVICE)`), which reached torch's CUDA "
+                              "initialisation (torch/cuda/__init__.py:522 (_lazy_init))"}
+    assert cause["message"].endswith(
+        "(4) user/run.py:5 (main) gave a tensor operation a cuda device (`return y.to(DEVICE)`), which reached torch's "
+        "CUDA initialisation (torch/cuda/__init__.py:522 (_lazy_init)), where the skipped alias (torch.device) would "
+        "have sent cuda to the stack's device; save the original before redirecting torch.cuda.is_available, and read "
+        "that there.")
+    # Only Tensor.cuda skipped: it is the alias named; a caller frame without code says none.
+    cuda_only = {**ALIAS_DECISION, "decision": {**ALIAS_DECISION["decision"],
+                                                "skipped": {**ALIAS_SKIPPED, "writes": ALIAS_SKIPPED["writes"][:2]}}}
+    codeless = {**MADE_ELSEWHERE, "traceback": [at("user/run.py", 5, "main"), CUDA_INIT]}
+    (cause,) = causes.find_chains([REDIRECT, read()], codeless, [cuda_only])
+    assert cause["chain"][3]["uses"] == "torch.Tensor.cuda"
+    assert cause["chain"][3]["how"].startswith("gave a tensor operation a cuda device, which reached")
+    # The innermost CUDA initialisation decides (a chained one under an outer one).
+    twice = {**MADE_ELSEWHERE, "traceback": [at("user/a.py", 1, "f", "run(x)"), CUDA_INIT,
+                                             at("user/b.py", 2, "g", "y.to(DEV)"), CUDA_INIT]}
+    (cause,) = causes.find_chains([REDIRECT, read()], twice, [ALIAS_DECISION])
+    assert cause["frame"] == at("user/b.py", 2, "g")
+
+
+def test_the_alias_symptom_needs_an_is_available_guard_without_cuda_a_skipped_alias_and_init_from_outside_torch_cuda():
+    events = [REDIRECT, read()]
+    assert len(causes.find_chains(events, MADE_ELSEWHERE, [ALIAS_DECISION])) == 1
+    # A real CUDA runtime (the original answers True): cuda was never the alias's to redirect.
+    native = {**ALIAS_DECISION, "original_answer": {"ok": True, "repr": "True"}, "replaced_answer": {"ok": True, "repr": "False"}}
+    assert causes.find_chains(events, MADE_ELSEWHERE, [native]) == []
+    # Another probe's guard.
+    other = {**ALIAS_DECISION, "probe": "torch.cuda.device_count"}
+    assert causes.find_chains([REDIRECT, read(probe="torch.cuda.device_count")], MADE_ELSEWHERE, [other]) == []
+    # Skipped code that writes no alias (torch.cuda.current_device alone).
+    no_alias = {**ALIAS_DECISION, "decision": {**ALIAS_DECISION["decision"],
+                                               "skipped": {**ALIAS_SKIPPED, "writes": ALIAS_SKIPPED["writes"][:1]}}}
+    assert causes.find_chains(events, MADE_ELSEWHERE, [no_alias]) == []
+    # torch.cuda's own call reached the initialisation (torch.cuda.init(), a Stream): no alias redirects it.
+    from_cuda = {**MADE_ELSEWHERE, "traceback": [at("user/run.py", 5, "main", "torch.cuda.init()"),
+                                                 at("torch/cuda/__init__.py", 330, "init", "_lazy_init()"), CUDA_INIT]}
+    assert causes.find_chains(events, from_cuda, [ALIAS_DECISION]) == []
+    # No CUDA initialisation on the path (a shape error, a plain assertion), or one alone on it.
+    shape = {**MADE_ELSEWHERE, "error": "RuntimeError: mat1 and mat2 shapes cannot be multiplied",
+             "traceback": [at("user/run.py", 5, "main", "return a @ b")]}
+    assert causes.find_chains(events, shape, [ALIAS_DECISION]) == []
+    assert causes.find_chains(events, {**MADE_ELSEWHERE, "traceback": [CUDA_INIT]}, [ALIAS_DECISION]) == []
+    # A _lazy_init of another file (another package's), or another torch.cuda function.
+    elsewhere = at("user/cuda/__init__.py", 5, "_lazy_init")
+    assert causes.find_chains(events, {**MADE_ELSEWHERE, "traceback": MADE_ELSEWHERE["traceback"][:2] + [elsewhere]},
+                              [ALIAS_DECISION]) == []
+    other_function = at("torch/cuda/__init__.py", 600, "current_stream")
+    assert causes.find_chains(events, {**MADE_ELSEWHERE, "traceback": MADE_ELSEWHERE["traceback"][:2] + [other_function]},
+                              [ALIAS_DECISION]) == []
+    # A chained exception's frame alone (its caller unknown) is not the traceback proper.
+    chained = {**MADE_ELSEWHERE, "traceback": MADE_ELSEWHERE["traceback"][:2],
+               "causes": [{"error": "AssertionError: Torch not compiled with CUDA enabled", "at": CUDA_INIT}]}
+    assert causes.find_chains(events, chained, [ALIAS_DECISION]) == []
+    # A Windows path is read as the same file.
+    windows = {**MADE_ELSEWHERE, "traceback": MADE_ELSEWHERE["traceback"][:2] + [at("torch\\cuda\\__init__.py", 522, "_lazy_init")]}
+    assert len(causes.find_chains(events, windows, [ALIAS_DECISION])) == 1

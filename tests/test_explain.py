@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from conftest import FIXTURES, REPO_ROOT, run_cli
+from flagos_doctor.errors import EXIT_CAUSE
 
 EXPLAIN = os.path.join(FIXTURES, "explain")
 
@@ -129,7 +130,7 @@ def seed_run(tmp_path_factory):
 
 def test_the_seed_reproducer_is_explained_by_reader_probe_writer_and_branch(seed_run):
     done, document, _ = seed_run
-    assert done.returncode == 1  # a cause was found
+    assert done.returncode == EXIT_CAUSE  # a cause was found
     [failure] = document["failures"]
     assert failure["kind"] == "exception" and "libcuda.so cannot found" in failure["error"]
     assert failure["traceback"][-1]["function"] == "libcuda_dirs"
@@ -218,7 +219,7 @@ def test_the_markdown_keeps_the_failures_and_causes_within_its_budget(seed_tests
 
 def test_each_failed_test_is_a_failure_and_only_the_probes_one_has_a_cause(seed_tests):
     done, document = seed_tests
-    assert done.returncode == 1
+    assert done.returncode == EXIT_CAUSE
     assert "2 failed, 1 passed" in done.stdout  # pytest's own summary, on stdout as ever
     outcomes = {k.rsplit("::", 1)[1]: v for k, v in document["tests"]["outcomes"].items()}
     assert outcomes == {"test_eager_on_flagos_passes": "passed", "test_compiled_model_on_flagos": "failed",

@@ -12,6 +12,7 @@ import os
 import pytest
 
 from conftest import FIXTURES, run_cli, small_tmpfs, unmount
+from flagos_doctor.errors import EXIT_CAUSE
 
 EXPLAIN = os.path.join(FIXTURES, "explain")
 STACKS = os.path.join(FIXTURES, "probe_stacks")
@@ -28,7 +29,7 @@ def test_pytest_xdist_workers_failures_get_their_causes_each_under_its_worker(tm
     done, document = explain(tmp_path, "python", "-m", "pytest", "-n", "2", "-q", "-p", "no:cacheprovider",
                              "seed_tests.py", options=("--stack", "seedreplica"), env={"PYTHONPATH": STACKS},
                              cwd=EXPLAIN)
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == EXIT_CAUSE, done.stderr
     assert "2 failed, 1 passed" in done.stdout
     workers = {p["pid"]: p for p in document["processes"] if p["role"].startswith("pytest-xdist worker gw")}
     assert len(workers) == 2 and document["processes"][0]["role"] == "program"

@@ -253,3 +253,39 @@ def test_each_survey_of_one_setup_is_kept_in_the_store(tmp_path):
     again = store.file("survey", entries[0].key, entries[0].fingerprint, str(tmp_path / "r2.json"))
     assert len(store.entries("survey")) == 3 and again in {e.path for e in entries}
     assert store.lookup("survey", entries[0].key[:6]) in {e.path for e in entries}
+
+
+#: Each form torch_fl's alias (1adbc97, ``_alias_cuda_to_flagos``) rewrites, then one it leaves.
+ALIAS_FORMS = """
+import json, torch
+import flagos_doctor.demo  # noqa: F401
+from torch import nn
+real_cuda = torch.ones(1).to("flagos").device  # a real torch.device, as made before the alias
+forms = {
+    "device= string": torch.ones(2, device="cuda").device,
+    "device= cuda:0": torch.zeros(2, device="cuda:0").device,
+    "device= torch.device": torch.arange(3, device=torch.device("cuda")).device,
+    "Tensor.to positional": torch.ones(2).to("cuda").device,
+    "Tensor.to keyword": torch.ones(2).to(device="cuda", dtype=torch.float64).device,
+    "Tensor.cuda": torch.ones(2).cuda().device,
+    "Module.cuda": nn.Linear(2, 2).cuda().weight.device,
+    "Module.to": nn.Linear(2, 2).to("cuda").weight.device,
+    "torch.device": torch.device("cuda"),
+}
+try:
+    torch.cuda.Stream()
+    stream = "made"
+except Exception as error:
+    stream = type(error).__name__
+print(json.dumps({"forms": {k: str(v) for k, v in forms.items()}, "stream": stream,
+                  "isinstance": isinstance(real_cuda, torch.device)}))
+"""
+
+
+def test_demo_alias_covers_what_torch_fls_covers_and_no_more():
+    proc = subprocess.run([sys.executable, "-c", ALIAS_FORMS], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["forms"] == {form: "flagos:0" if form != "torch.device" else "flagos" for form in out["forms"]}
+    assert len(out["forms"]) == 9 and out["isinstance"]
+    assert out["stream"] == "RuntimeError"  # torch.cuda's own calls are not the alias's

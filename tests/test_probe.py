@@ -343,6 +343,12 @@ def test_demo_seed_bug_exits_1_with_stale_guard(tmp_path):
         guard = next(n for n, line in enumerate(handle, start=1) if "if _native_cuda_available():" in line)
     assert (f"so _alias_cuda_to_flagos, given that answer, took the branch of `if _native_cuda_available():` "
             f"(line {guard}) and returned (line {guard + 1}: `return`)") in stale["message"]
+    # The headline says the child ran to its end, never "ok" beside the errors.
+    assert document["outcome"] == "ok"
+    view = run_cli("probe", "--stack", "demo", "--no-exercise", env={"FLAGOS_DEMO_SEED_BUG": "1"})
+    headline = (view.stdout + view.stderr).split("flagos-doctor probe: ", 1)[1].splitlines()[0]
+    assert ": ran to its end; 2 errors, " in headline, headline
+    assert "ok" not in headline.split(": ", 1)[1]
     # ... and what that return skipped, read from the source: the rest of the function and its writes.
     with open(demo) as handle:
         lines = handle.read().splitlines()

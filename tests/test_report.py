@@ -103,7 +103,7 @@ def test_report_carries_the_real_probe(demo_report):
     assert "error" not in probe, probe.get("error")
     assert probe["outcome"] == "ok"
     assert probe["schema"] == "flagos-doctor/probe/1"
-    assert "### Probe" in text and "- outcome: **ok**" in text
+    assert "### Probe" in text and "- the probe's child: **ran to its end**" in text
     assert any(p["name"] == "torch.cuda.is_available" for p in probe["probes"])
 
 

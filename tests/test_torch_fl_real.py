@@ -299,3 +299,37 @@ def test_no_device_ok_surveys_anyway(site, tmp_path):
                     "--no-device-ok", "--repeats", "0", "--baseline", "none", "-o", str(out))
     assert done.returncode in (0, 1), done.stderr
     assert json.loads(out.read_text())["overloads"]["abs"]["cases"]
+
+
+DEVICE_MADE_EARLY = '''import torch
+import torch_fl  # noqa: F401
+
+DEVICE = torch.device("cuda")
+
+
+def run(x, device=DEVICE):
+    return (x * 2).to(device)
+
+
+print(run(torch.ones(4)).device)
+'''
+
+
+def test_explain_of_a_program_using_its_device_names_the_stack_and_no_device_and_no_false_chain(site, tmp_path):
+    """On this CPU machine torch_fl installs its alias (its guard's probe answers False either
+    way) and has no device: the program's "cuda" device, made in a module constant, reaches
+    torch_fl's allocator and fails. explain names the stack it imported, says no-device, and
+    gives the failure no cause: no guard skipped the alias. It exits with the program's 1."""
+    program = tmp_path / "device_made_early.py"
+    program.write_text(DEVICE_MADE_EARLY)
+    out = tmp_path / "why.json"
+    done = run_with(site, "explain", "--json", str(out), "--", "python", str(program))
+    document = json.loads(out.read_text())
+    assert done.returncode == 1 == document["program"]["returncode"], done.stderr
+    assert document["stack"] == "torch_fl" and "(stack torch_fl)" in done.stderr
+    (failure,) = document["failures"]
+    assert failure["error"] == "RuntimeError: CachingDeviceAllocator: invalid device index"
+    assert failure["causes"] == [] and document["causes"] == []
+    assert "no-device" in [f["kind"] for f in document["findings"] if f["severity"] == "error"]
+    writes = {e["probe"] for e in document["events"] if e["kind"] == "write"}
+    assert {"torch.device", "torch.Tensor.cuda"} <= writes  # the alias was installed

@@ -77,6 +77,10 @@ def _native_cuda_available() -> bool:
 
 
 def _alias_cuda_to_flagos() -> None:
+    # torch_fl's alias (1adbc97), what it covers and no more: a torch-function mode that
+    # rewrites every ``device=`` argument naming cuda (a string or a torch.device) and
+    # ``Tensor.to``'s positional device; ``torch.device("cuda")``; ``Tensor.cuda`` (so
+    # ``Module.cuda``); and torch.cuda's is_available and friends.
     if os.environ.get("FLAGOS_ALIAS_CUDA", "1").strip().lower() in ("0", "off", "false"):
         return
     if _native_cuda_available():
@@ -86,7 +90,11 @@ def _alias_cuda_to_flagos() -> None:
     def translate(kind):
         if isinstance(kind, str) and (kind == "cuda" or kind.startswith("cuda:")):
             return "flagos" + kind[4:]
+        if isinstance(kind, real_device) and kind.type == "cuda":
+            return real_device("flagos", kind.index if kind.index is not None else 0)
         return kind
+
+    torch._C._push_on_torch_function_stack(_cuda_alias_mode(translate))
 
     class _DeviceMeta(type):
         def __instancecheck__(cls, obj):
@@ -122,6 +130,23 @@ def _alias_cuda_to_flagos() -> None:
     # device's random state around each frame), as torch_fl's compile phase provides.
     torch.cuda.get_rng_state = torch.flagos.get_rng_state
     torch.cuda.set_rng_state = torch.flagos.set_rng_state
+
+
+def _cuda_alias_mode(translate):
+    """torch_fl's ``_CudaAliasMode``: factories parse ``device=`` in C++, past any Python
+    ``torch.device``, so a torch-function mode, pushed for the whole process, rewrites it first."""
+    from torch.overrides import TorchFunctionMode
+
+    class CudaAliasMode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if kwargs.get("device") is not None:
+                kwargs = {**kwargs, "device": translate(kwargs["device"])}
+            elif func is torch.Tensor.to and len(args) > 1:
+                args = (args[0], translate(args[1])) + tuple(args[2:])
+            return func(*args, **kwargs)
+
+    return CudaAliasMode()
 
 
 def _flagos_compiler(gm, example_inputs):

@@ -79,8 +79,10 @@ def resolve(name: str):
 #: whose Python object must not exist yet), and the alias shares only the storage. An entry
 #: goes when its storage does (torch keeps a storage's Python object as long as the storage).
 _DATA: dict[int, torch.Tensor] = {}
-#: The tensor (its TensorImpl's address) :func:`wrap` made for each storage's data.
-_MADE: dict[int, int] = {}
+#: The tensor :func:`wrap` made for each storage's data, weakly: once it is gone, another
+#: tensor of the storage (a view Inductor's wrapper made before ``del buf2``) can be given its
+#: address, and is not it.
+_MADE: dict[int, weakref.ref] = {}
 
 
 def _forget(key: int) -> None:
@@ -91,7 +93,7 @@ def _forget(key: int) -> None:
 def _remember(tensor, data) -> None:
     storage = tensor.untyped_storage()
     _DATA[storage._cdata] = data
-    _MADE[storage._cdata] = tensor._cdata
+    _MADE[storage._cdata] = weakref.ref(tensor)
     weakref.finalize(storage, _forget, storage._cdata)
 
 
@@ -109,7 +111,7 @@ def _viewed(tensor, data):
     :func:`wrap` made (an ``out=`` kernel may resize the data, not the tensor) and for an
     alias of the same geometry (detach); an alias made in C++ without dispatch (Inductor's
     ``reinterpret_tensor``) shares the storage with a geometry of its own."""
-    made = _MADE.get(tensor.untyped_storage()._cdata) == tensor._cdata
+    made = (_MADE.get(tensor.untyped_storage()._cdata) or (lambda: None))() is tensor
     if made or (tensor.shape == data.shape and tensor.storage_offset() == 0 and tensor.is_contiguous()):
         return data
     if not (data.is_contiguous() and data.storage_offset() == 0):

@@ -348,7 +348,7 @@ def build_document(processes: list[list[dict]], ran: "Ran", options: ExplainOpti
         "python": probe_like["python"] if program["watched"] else {"version": None, "executable": argv[0],
                                                                     "dict_watchers": None},
         "platform": probe_like["platform"],
-        "stack": options.stack,
+        "stack": options.stack or imported_stack([main] + [r for r in processes if r is not main]),
         "notices": program_notices(probe_like, main, program, full),
         "phases": probe_like["phases"],
         "events": probe_like["events"],
@@ -373,6 +373,21 @@ def build_document(processes: list[list[dict]], ran: "Ran", options: ExplainOpti
                         "raised_from": [], "process": ran.pid, "causes": []}
         document["failures"].append(exit_failure)
     return document
+
+
+def imported_stack(processes: list[list[dict]]) -> str | None:
+    """Without ``--stack``: the built-in stack the program imported, known by its code writing a
+    watched probe (the demo and torch_fl register their device at import), the program's own
+    process first; None when no stack's code wrote one (``report --explain`` then detects)."""
+    for records in processes:
+        writers = {(r.get("where") or {}).get("file") or "" for r in records
+                   if r.get("record") == "event" and r.get("kind") in ("write", "delete")}
+        for name, cls in stacks.BUILT_IN.items():
+            for module in cls.probe_imports:
+                base = module.replace(".", "/")
+                if any(file.startswith(base + "/") or file == base + ".py" for file in writers):
+                    return name
+    return None
 
 
 def process_view(records: list[dict], options: ExplainOptions) -> dict:

@@ -286,7 +286,8 @@ def find_chains(events: list[dict], failure: dict, decisions: list[dict] | None 
     """Causes decided long before the failure: a guard read a redirected probe whose original
     answers differently, and its branch skipped code (a decision's ``skipped``); the failure's
     path then used what that code would have written (a frame running the stock function it
-    would have replaced, or a frame's line naming it). One cause per guard, root first in its
+    would have replaced, or a frame's line naming it), or, where that code was the cuda alias,
+    gave a tensor operation a ``cuda`` device (:func:`_alias_symptom`). One cause per guard, root first in its
     ``chain``: the redirect, the guard's read and branch, what was skipped, the symptom."""
     frames = list(failure.get("traceback") or []) + [c["at"] for c in failure.get("causes") or [] if c.get("at")]
     if not frames:
@@ -300,7 +301,8 @@ def find_chains(events: list[dict], failure: dict, decisions: list[dict] | None 
         if decision.get("kind") != "branch" or not skipped.get("writes") or \
                 (entry.get("original_answer") or {}).get("repr") == (entry.get("replaced_answer") or {}).get("repr"):
             continue
-        symptom = _symptom(frames, skipped["writes"])
+        symptom = _symptom(frames, skipped["writes"]) or \
+            _alias_symptom(entry, list(failure.get("traceback") or []), skipped["writes"])
         if symptom is None:
             continue
         read = next((e for e in events if e.get("kind") == "read" and e["probe"] == entry["probe"]
@@ -328,19 +330,57 @@ def _uses(frame: dict, write: dict) -> str | None:
     return None
 
 
-def _symptom(frames: list[dict], writes: list[dict]) -> tuple[dict, dict, str] | None:
-    """The innermost frame that used a skipped write: (frame, write, how)."""
+def _symptom(frames: list[dict], writes: list[dict]) -> tuple[dict, dict, str, str] | None:
+    """The innermost frame that used a skipped write: (frame, write, how, what the write would have done)."""
     for frame in reversed(frames):
         for write in writes:
             how = _uses(frame, write)
             if how:
-                return frame, write, how
+                return frame, write, how, "which that code would have replaced"
+    return None
+
+
+#: What a cuda alias writes so that a ``cuda`` device means the stack's (torch_fl's
+#: ``_alias_cuda_to_flagos``, the demo's): the constructor, and ``Tensor.cuda``.
+ALIAS_WRITES = ("torch.device", "torch.Tensor.cuda")
+#: Where torch starts its CUDA runtime: every tensor operation given a ``cuda`` device calls it
+#: (from C++, so its caller on the traceback is the Python line that made the call).
+_CUDA_INIT = ("torch/cuda/__init__.py", "_lazy_init")
+
+
+def _alias_symptom(entry: dict, frames: list[dict], writes: list[dict]) -> tuple[dict, dict, str, str] | None:
+    """A tensor operation reached torch's CUDA initialisation with a ``cuda`` device, where the
+    guard (of ``torch.cuda.is_available``, whose original answers False: no CUDA runtime) skipped
+    the alias that sends ``cuda`` to the stack's device: (the calling frame, the alias write, how, what
+    the alias would have done).
+
+    Whatever line made the device (a module constant, a default, a fixture, a library's
+    ``to(device)``), its use ends in ``_lazy_init`` called from outside ``torch.cuda``; a
+    ``torch.cuda`` function that reaches it (``torch.cuda.init()``) is one no alias redirects,
+    and a stock one the alias replaces is :func:`_uses`' case. ``frames`` is the traceback
+    proper: a chained exception's frame has no caller recorded beside it."""
+    if not entry["probe"].endswith("cuda.is_available") or (entry.get("original_answer") or {}).get("repr") != "False":
+        return None
+    alias = next((w for name in ALIAS_WRITES for w in writes if w["name"] == name), None)
+    if alias is None:
+        return None
+    for depth in range(len(frames) - 1, 0, -1):
+        frame = frames[depth]
+        if ((frame.get("file") or "").replace("\\", "/"), _name(frame.get("function"))) != _CUDA_INIT:
+            continue
+        caller = frames[depth - 1]
+        if (caller.get("file") or "").replace("\\", "/").startswith("torch/cuda/"):
+            return None
+        code = (caller.get("code") or "").strip()[:120]
+        shown = f" (`{code}`)" if code else ""
+        how = f"gave a tensor operation a cuda device{shown}, which reached torch's CUDA initialisation ({_place(frame, True)})"
+        return caller, alias, how, f"where the skipped alias ({alias['name']}) would have sent cuda to the stack's device"
     return None
 
 
 def _chain_cause(read, write, entry, symptom, failure, saved) -> dict:
     decision = entry["decision"]
-    frame, used, how = symptom
+    frame, used, how, would = symptom
     writer = (write or {}).get("where") if (write or {}).get("writer_known", True) else None
     answer, original = entry["replaced_answer"].get("repr"), entry["original_answer"].get("repr")
     through = decision.get("through")
@@ -355,7 +395,7 @@ def _chain_cause(read, write, entry, symptom, failure, saved) -> dict:
         f"(2) {_place(read.get('where'), True)} read it"
         + (" and handed the answer to its caller, which" if through else ", and") + f" {took}",
         f"(3) so {skipped}",
-        f"(4) {_place(frame, True)} {how}, which that code would have replaced",
+        f"(4) {_place(frame, True)} {how}, {would}",
     ]
     message = (f"{what} failed: {_first_line(failure.get('error'))}; a chain of causes, root first: "
                + "; ".join(steps) + f"; {fix}.")

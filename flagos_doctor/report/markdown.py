@@ -15,6 +15,7 @@ from flagos_doctor.compare import markdown as compare_markdown
 from flagos_doctor.explain import common as explain_common
 from flagos_doctor.explain import markdown as explain_markdown
 from flagos_doctor.markdown import DEFAULT_MAX_CHARS, Page, cell, code, details
+from flagos_doctor.probe.formats import common as probe_common
 from flagos_doctor.report.bundle import REPORT_SCHEMA
 from flagos_doctor.stacks import torch_fl_bindings as bindings
 from flagos_doctor.results.groups import overloads_named
@@ -83,7 +84,7 @@ def _probe(page: Page, probe: dict) -> None:
     findings = probe.get("findings") or []
     imports = ", ".join(probe.get("imports") or []) if isinstance(probe.get("imports"), list) else probe.get("imports")
     out += [
-        f"- outcome: **{probe.get('outcome')}**",
+        f"- the probe's child: **{probe_common.outcome_words(probe.get('outcome'))}**",
         f"- imports: {_cell(imports)}",
         f"- phases: {_cell(' → '.join(str(p) for p in probe.get('phases') or []))}",
         f"- events: {probe.get('event_count', 0)}; findings: {len(findings)}",
@@ -184,7 +185,8 @@ def _explain(page: Page, piece: dict) -> None:
         return
     page.add(out + [f"**{explain_common.headline(piece)}**", "",
                     f"Command: {code(explain_common.command_text(piece))}", ""]
-             + explain_markdown.failures_lines(piece, level="####"))
+             + explain_markdown.failures_lines(piece, level="####")
+             + explain_markdown.findings_lines(piece, level="####"))
     for failure in piece.get("failures") or []:
         if failure.get("traceback"):
             page.add(details(f"Traceback of failure #{failure['id']}", explain_markdown.traceback_lines(failure)),

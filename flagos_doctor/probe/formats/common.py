@@ -29,6 +29,16 @@ def interesting_probes(document: dict) -> list[dict]:
     return sorted(probes, key=lambda p: order.get(p["name"], 10**9))
 
 
+#: What the child did, by the document's ``outcome``: "ok" is that it ran to its end, which says
+#: nothing of the findings (a stale guard is an error of a child that ran fine).
+OUTCOME_WORDS = {"ok": "ran to its end", "timeout": "timed out", "crashed": "crashed",
+                 "import-failed": "an import failed"}
+
+
+def outcome_words(outcome: str | None) -> str:
+    return OUTCOME_WORDS.get(outcome, f"outcome {outcome}")
+
+
 def headline(document: dict) -> str:
     counts = {s: sum(1 for f in document["findings"] if f["severity"] == s) for s in ("error", "warning", "info")}
     parts = [f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n]
@@ -36,7 +46,7 @@ def headline(document: dict) -> str:
     python = (document.get("python") or {}).get("version") or "?"
     return (
         f"stack {stack} ({', '.join(document.get('imports') or [])}), Python {python}: "
-        f"outcome {document['outcome']}; " + (", ".join(parts) if parts else "no findings")
+        f"{outcome_words(document['outcome'])}; " + (", ".join(parts) if parts else "no findings")
     )
 
 
