@@ -122,6 +122,8 @@ def test_a_case_poisoned_by_an_earlier_case_names_it_and_the_culprit_carries_the
     assert doc["overloads"]["frac"]["verdict"] == model.BASIC_ONLY
     assert model.FLAKY not in doc["summary"]["statuses"]
     assert doc["provenance"]["runs"][-1]["confirm"]["replay"]["traced"] == 1
+    assert {"main", "repeat 1", "repeat 2", "native", "replay"} <= {w["for"] for w in doc["provenance"]["runs"][-1]["worker_log"]}
+    assert unused_workers(doc) == []
     with open(tmp_path / "poison.census", encoding="utf-8") as handle:
         census = handle.read()
     assert "frac\t1d-f32\tERROR\tkernel\n" in census and "trunc\t2d-f32\tPASS\tkernel\n" in census
@@ -143,6 +145,26 @@ def test_a_case_poisoned_by_an_earlier_case_names_it_and_the_culprit_carries_the
     told = ("A: trunc [2d-f32] is PASS; its first run's sticky device error was left by frac [1d-f32] (replayed)")
     assert told in " ".join(compared.stdout.split())
     assert told in (tmp_path / "compare.md").read_text()
+
+
+def unused_workers(doc) -> list[dict]:
+    """The workers of the last run that took no task, but for the listing's."""
+    return [w for w in doc["provenance"]["runs"][-1]["worker_log"] if not w["cases"] and w["for"] != "listing"]
+
+
+def test_a_survey_starts_no_worker_that_takes_no_task(tmp_path):
+    # sign [1d-f32] fails with a sticky error and fails again in every fresh worker: it is
+    # never a replay suspect, so no replay worker may start (on the H200 flag_gems started
+    # 14 ahead and took none). Two main workers: one runs out of tasks while the other runs.
+    doc, _ = noise_survey(tmp_path, "unused", "--ops", "sign,neg", "--workers", "2")
+    assert case(doc, "sign", "1d-f32")["status"] == model.WRONG
+    log = doc["provenance"]["runs"][-1]["worker_log"]
+    kinds = {w["for"] for w in log}
+    assert {"main", "repeat 1", "repeat 2", "native"} <= kinds and "replay" not in kinds, log
+    assert unused_workers(doc) == [], log
+    for worker in log:  # started, then ready, then ended; its time busy or idle
+        assert worker["started_s"] <= worker["ready_s"] <= worker["ended_s"], worker
+        assert worker["busy_s"] + worker["idle_s"] <= worker["ended_s"] - worker["ready_s"] + 0.02, worker
 
 
 def test_a_case_meeting_another_cases_sticky_error_in_a_confirmation_pass_is_judged_alone(tmp_path):

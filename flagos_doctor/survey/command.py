@@ -112,7 +112,7 @@ def _route_set(options: SurveyOptions, config: pool_module.WorkerConfig) -> rout
     source = _listing_source(options)
     if source is None:
         return _conf_route_set(options)
-    listing = pool_module.WorkerConfig(**{**config.__dict__, "stack": options.stack if source == "stack" else source})
+    listing = dataclasses.replace(config, stack=options.stack if source == "stack" else source, purpose="listing")
     lister = pool_module.Pool(listing, 1)
     try:
         worker = lister.start_worker(0, list_only=True)
@@ -184,6 +184,7 @@ def _run(options: SurveyOptions) -> int:
         backend=options.backend, timeout=options.timeout, keep_env=options.keep_env,
         devices=list(options.devices), startup_timeout=options.start_timeout,
         shared_autotune=options.shared_autotune, full_autotune=options.full_autotune,
+        log=pool_module.WorkerLog(),
     )
     # One survey at a time writes a results file and its journal.
     with lock.hold(options.output or default_output(options.stack), "--output"):
@@ -230,7 +231,6 @@ class Survey:
     tasks: list = field(default_factory=list)
     slow: int = 0
     # run
-    ahead: confirm.Prestart | None = None  # the confirmation's workers, started on idle slots
     fatal: dict | None = None
     interrupted: bool = False
     already_complete: bool = False  # the results file has every selected overload: nothing to run
@@ -250,16 +250,12 @@ def _survey(survey: Survey) -> int:
     if survey.already_complete:
         return _already_complete(survey)
     try:
-        try:
-            _start(survey)
-            _run_tasks(survey)
-        finally:
-            survey.workers.close()
-        if not survey.interrupted and not survey.fatal:
-            survey.interrupted = _confirm(survey)
+        _start(survey)
+        _run_tasks(survey)
     finally:
-        if survey.ahead is not None:
-            survey.ahead.close()
+        survey.workers.close()
+    if not survey.interrupted and not survey.fatal:
+        survey.interrupted = _confirm(survey)
     _file(survey)
     return _render(survey)
 
@@ -287,8 +283,8 @@ def _plan(survey: Survey) -> None:
     if survey.first is None and _nothing_to_run(options, survey.journal, survey.selected):
         survey.already_complete = True  # no worker is started at all
         return
-    if survey.first is None:
-        workers.prestart(len(survey.selected))
+    if survey.first is None:  # a slot for each overload that has work, at most
+        workers.prestart(len([name for name in survey.selected if options.rerun or name not in survey.journal.finished]))
 
 
 def _start(survey: Survey) -> None:
@@ -328,11 +324,11 @@ def _run_tasks(survey: Survey) -> None:
     journal.start()
     view = progress.LiveProgress(len(outstanding), quiet=survey.options.quiet)
     begun: set[str] = set()
-    survey.ahead = _prestart(survey)
     try:
         if survey.tasks:
             slots = workers.run(survey.tasks, first, unheld=survey.slow)
         else:
+            first.purpose = "main: the stack's provenance, no case left to run"
             first.close()
             workers.stop()  # prestarted workers have nothing to do
             slots = 0
@@ -361,8 +357,6 @@ def _run_tasks(survey: Survey) -> None:
                 workers.stop()
             elif event.kind == "slot_end":
                 slots -= 1
-                if slots and survey.ahead is not None and not survey.fatal:  # an idle slot: start ahead
-                    survey.ahead.slot_freed(journal.finished)
     except KeyboardInterrupt:
         survey.interrupted = True
         workers.stop()
@@ -485,19 +479,6 @@ def _baseline_label(survey: Survey) -> str | None:
     return survey.first.ready.get("baseline") if survey.options.baseline == "native" else None
 
 
-def _prestart(survey: Survey) -> confirm.Prestart | None:
-    """The confirmation's workers to start on the main phase's idle slots (None when this
-    run confirms nothing)."""
-    options = survey.options
-    label = _baseline_label(survey)
-    if options.repeats <= 0 and not label:
-        return None
-    native = confirm.native_config(survey.config, survey.route_set.overloads, options.native_route) if label else None
-    most = survey.choice.limits.get("host_memory")
-    return confirm.Prestart(survey.config, survey.this_run.get("workers") or survey.choice.workers, options.repeats,
-                            native, most)
-
-
 def _confirm(survey: Survey) -> bool:
     """Repeat the failures and run them on the native path (:mod:`.confirm`); True if interrupted.
 
@@ -524,7 +505,7 @@ def _confirm(survey: Survey) -> bool:
         this_run["confirm"].update(confirm.confirm(
             survey.config, this_run["workers"], journal, repeats=options.repeats, baseline_label=label,
             overloads=survey.route_set.overloads, native_route=options.native_route, note=note,
-            culprits=None if options.no_store else Culprits(Store(options.store), options.stack), ahead=survey.ahead))
+            culprits=None if options.no_store else Culprits(Store(options.store), options.stack)))
     except KeyboardInterrupt:
         return True
     return False

@@ -52,7 +52,6 @@ from flagos_doctor.results.resultsfile import ResultsFile
 from flagos_doctor.results.verdicts import settle
 from flagos_doctor.survey import replay
 from flagos_doctor.survey.pool import Pool, WorkerConfig
-from flagos_doctor.survey.reserve import Reserve
 
 #: Keys of a repeat's record kept beside its status (the first run's details stay on the case).
 _KEPT = ("detail", "signal", "poison", "alone")
@@ -74,12 +73,11 @@ def to_baseline(finished: dict[str, list[dict]]) -> list[tuple[str, dict]]:
 
 
 def run_cases(config: WorkerConfig, workers: int, pairs: list[tuple[str, dict]], note=None,
-              pools: list | None = None, reserve=None, seen=None) -> tuple[dict, str | None]:
+              pools: list | None = None, seen=None) -> tuple[dict, str | None]:
     """Run the cases of ``pairs`` once in a fresh pool; ({(overload, profile): record}, failure).
 
     ``failure`` says why the pool stopped early (its workers could not start), else None.
-    The pool is added to ``pools`` while it runs (so another thread can stop it). Its
-    workers come from ``reserve`` first (started ahead: :mod:`.reserve`); ``seen(key,
+    The pool is added to ``pools`` while it runs (so another thread can stop it); ``seen(key,
     record)`` hears of each case as it ends. A case that met a sticky error after other
     cases of its worker runs again alone (:class:`AloneAgain`, module doc).
     """
@@ -87,8 +85,7 @@ def run_cases(config: WorkerConfig, workers: int, pairs: list[tuple[str, dict]],
     found: dict = {}
     failure = None
     pool = Pool(dataclasses.replace(config, scratch=""), workers)
-    pool.reserve = reserve
-    alone = AloneAgain(config, workers, reserve)
+    alone = AloneAgain(config, workers)
     if pools is not None:
         pools.append(pool)
     try:
@@ -118,20 +115,18 @@ def run_cases(config: WorkerConfig, workers: int, pairs: list[tuple[str, dict]],
 
 class AloneAgain:
     """Cases that reported a sticky error after other cases of their worker, each run again
-    as the first case of a fresh worker (one started ahead by ``reserve`` when it has one),
-    started as soon as the pass reports it, beside the rest of the pass (module doc)."""
+    as the first case of a fresh worker, started as soon as the pass reports it, beside the rest of the pass (module doc)."""
 
-    def __init__(self, config: WorkerConfig, workers: int, reserve=None):
+    def __init__(self, config: WorkerConfig, workers: int):
         from concurrent.futures import ThreadPoolExecutor
 
-        self.config, self.reserve = config, reserve
+        self.config = dataclasses.replace(config, purpose="alone")
         self.threads = ThreadPoolExecutor(max_workers=max(1, workers))
         self.runs: dict = {}  # (overload, profile) -> (the pass's record, future of the fresh worker's records)
 
     def consider(self, key: tuple, record: dict) -> None:
         if record.get("poison") and (record.get("worker_order") or 1) > 1:
-            self.runs[key] = (record, self.threads.submit(replay.in_fresh_worker, self.config, [key],
-                                                           reserve=self.reserve))
+            self.runs[key] = (record, self.threads.submit(replay.in_fresh_worker, self.config, [key]))
 
     def abandon(self) -> None:
         self.threads.shutdown(wait=False, cancel_futures=True)
@@ -230,7 +225,7 @@ def _shares(workers: int, sizes: list[int]) -> list[int]:
 
 
 def _run_concurrently(passes: list[tuple], workers: int, note=None, done=None, starting=None) -> list:
-    """Run ``passes`` ((config, pairs, reserve, seen): :func:`run_cases`) in pools of their
+    """Run ``passes`` ((config, pairs, seen): :func:`run_cases`) in pools of their
     own, at most ``workers`` workers at once in all: in waves of up to ``workers`` passes,
     the passes of a wave side by side.
 
@@ -249,8 +244,8 @@ def _run_concurrently(passes: list[tuple], workers: int, note=None, done=None, s
             for index in wave:
                 starting(index)
         if len(wave) == 1:  # one pass: run it here (a Ctrl-C reaches its pool at once)
-            config, pairs, reserve, seen = passes[wave[0]]
-            outcomes[wave[0]] = run_cases(config, shares[0], pairs, note, None, reserve, seen)
+            config, pairs, seen = passes[wave[0]]
+            outcomes[wave[0]] = run_cases(config, shares[0], pairs, note, None, seen)
             if done:
                 done(wave[0], outcomes[wave[0]])
             continue
@@ -258,8 +253,8 @@ def _run_concurrently(passes: list[tuple], workers: int, note=None, done=None, s
 
         def one(index: int, count: int) -> None:
             try:
-                config, pairs, reserve, seen = passes[index]
-                ended.put((index, run_cases(config, count, pairs, note, pools, reserve, seen)))
+                config, pairs, seen = passes[index]
+                ended.put((index, run_cases(config, count, pairs, note, pools, seen)))
             except Exception as exc:  # a bug of ours must not hang the wave
                 ended.put((index, ({}, f"internal: {type(exc).__name__}: {exc}")))
 
@@ -284,7 +279,7 @@ def _run_concurrently(passes: list[tuple], workers: int, note=None, done=None, s
 
 def confirm(config: WorkerConfig, workers: int, record: ResultsFile, *, repeats: int,
             baseline_label: str | None, overloads: list[str], native_route: str | None, note=None,
-            culprits=None, ahead: "Prestart | None" = None) -> dict:
+            culprits=None) -> dict:
     """Repeat the failures of ``record``'s finished overloads, and run them on the native
     path when the stack has one.
 
@@ -292,9 +287,7 @@ def confirm(config: WorkerConfig, workers: int, record: ResultsFile, *, repeats:
     provenance.
 
     The repeat passes and the baseline pass run at the same time, each in a pool of workers
-    started for it (never the process that failed), at most ``workers`` workers in all,
-    taken first from the workers the survey started ahead on its idle slots (``ahead``,
-    :class:`Prestart`). What each pass runs is what it ran one after another: the passes of
+    started for it (never the process that failed), at most ``workers`` workers in all. What each pass runs is what it ran one after another: the passes of
     the repeats differ only in when they run, and the baseline runs every main-pass
     failure, each of which is still failing or FLAKY after its repeats. Their records are
     applied in the order the passes had run one after another (repeats in order, the
@@ -307,17 +300,16 @@ def confirm(config: WorkerConfig, workers: int, record: ResultsFile, *, repeats:
     """
     clock = time.monotonic()
     finished = record.finished
-    ahead = ahead or Prestart(config, workers, repeats, None)
     repeat_passes = _plan_repeats(finished, repeats)
     base_pairs = to_baseline(finished) if baseline_label else []
     rep_figures = {"repeated": len(to_repeat(finished, repeats)), "times": repeats, "flaky": 0}
     base_figures = {"cases": len(base_pairs), "native_also": 0}
     known = culprits.known() if culprits else []
-    tracer = replay.Ahead(config, finished, workers, known, ahead.replay)
-    passes = [(config, _run_order(pairs, tracer.candidates), ahead.repeat, _passed_to(tracer))
-              for pairs in repeat_passes]
+    tracer = replay.Ahead(config, finished, workers, known)
+    passes = [(dataclasses.replace(config, purpose=f"repeat {index + 1}"), _run_order(pairs, tracer.candidates),
+               _passed_to(tracer)) for index, pairs in enumerate(repeat_passes)]
     if base_pairs:
-        passes.append((native_config(config, overloads, native_route), _run_order(base_pairs, {}), ahead.native, None))
+        passes.append((native_config(config, overloads, native_route), _run_order(base_pairs, {}), None))
     starting = _pass_announcer(note, repeat_passes, base_pairs, repeats)
     applier = _in_order_applier(record, repeat_passes, base_pairs, rep_figures, base_figures)
     ended_at: list = [None] * len(passes)  # seconds into the confirmation each pass ended
@@ -336,28 +328,26 @@ def confirm(config: WorkerConfig, workers: int, record: ResultsFile, *, repeats:
             record.save()
     finally:
         tracer.close()
-        ahead.close()
     if baseline_label:
         done["baseline"] = {"label": baseline_label, **base_figures}
     done["passes"] = {"count": len(passes), "at_once": min(len(passes), max(1, workers)), "workers": workers,
                       "ended_s": ended_at}
-    return {**done, **_timing_figures(clock, tracer, ahead)}
+    return {**done, **_timing_figures(clock, tracer)}
 
 
-def _timing_figures(clock: float, tracer: "replay.Ahead", ahead: "Prestart") -> dict:
-    """When the replays started ahead ran and what the workers started ahead did, seconds
-    into the confirmation (``clock``): the figures to tune the confirmation by."""
+def _timing_figures(clock: float, tracer: "replay.Ahead") -> dict:
+    """When the replays started early ran, seconds into the confirmation (``clock``)."""
     figures: dict = {}
     if tracer.spans:
         figures["replay_ahead_s"] = [[round(a - clock, 1), round(b - clock, 1)] for a, b in tracer.spans]
-    figures["ahead"] = ahead.figures()
     figures["seconds"] = round(time.monotonic() - clock, 3)
     return figures
 
 
 def native_config(config: WorkerConfig, overloads: list[str], native_route: str | None) -> WorkerConfig:
     """The baseline pass's workers: the stack's native path (module doc)."""
-    return dataclasses.replace(config, baseline=True, baseline_overloads=list(overloads), native_route=native_route)
+    return dataclasses.replace(config, baseline=True, baseline_overloads=list(overloads), native_route=native_route,
+                               purpose="native")
 
 
 def _run_order(pairs: list[tuple[str, dict]], candidates: dict) -> list[tuple[str, dict]]:
@@ -374,67 +364,6 @@ def _passed_to(tracer: "replay.Ahead"):
         if run.get("status") == model.PASS:
             tracer.passed(key)
     return seen
-
-
-#: Workers :class:`Prestart` starts for each main-phase slot that runs out of tasks: the
-#: confirmation needs about twice the survey's worker count (its passes, a replay round)
-#: and the main phase frees at most one slot fewer than it has.
-PER_FREED_SLOT = 2
-
-
-class Prestart:
-    """The confirmation's workers, started ahead (:mod:`.reserve`): as each main-phase slot
-    runs out of tasks while others still run, workers are started where the confirmation
-    will need them most (:meth:`slot_freed`). Those workers have run nothing; the passes
-    and replays take them before starting their own (a worker a sticky error ends is
-    replaced by one of them too)."""
-
-    def __init__(self, config: WorkerConfig, workers: int, repeats: int, native: WorkerConfig | None,
-                 most: int | None = None):
-        self.workers, self.times = max(1, workers), repeats
-        self.repeat = Reserve(config, "repeat")
-        self.native = Reserve(native, "native") if native is not None else None
-        self.replay = Reserve(config, "replay")
-        #: the most workers alive at once the machine holds (sizing's memory limit): the
-        #: passes' and a replay round's, and what is left for the next round's, started ahead
-        self.most = most or 2 * self.workers
-        self.replay.most_kept = max(0, self.most - self.workers) // 4  # a round's top-up: see replay.py
-        self.freed = 0  # main-phase slots that ran out of tasks
-
-    def slot_freed(self, finished: dict[str, list[dict]]) -> None:
-        """A main-phase slot has no task left: start up to :data:`PER_FREED_SLOT` workers
-        where the confirmation needs them most, as the failures so far say: the repeat
-        passes' and the baseline's workers, a replay's first round when a failure left a
-        sticky error, then a spare for each worker such a failure ends in a repeat pass. No
-        more in all than the machine holds beside the main phase's workers still running."""
-        self.freed += 1
-        plan = _plan_repeats(finished, self.times)
-        sizes = [len(pairs) for pairs in plan] + ([len(to_baseline(finished))] if self.native else [])
-        if not any(sizes):
-            return
-        shares = _shares(self.workers, [max(1, size) for size in sizes])
-        sticky = sum(1 for pairs in plan[:1] for _, case in pairs if case.get("poison"))
-        wanted = [(self.repeat, sum(shares[:len(plan)])), (self.native, shares[-1] if self.native else 0),
-                  (self.replay, min(self.workers, self.most - self.workers) if sticky else 0),
-                  (self.repeat, sum(shares[:len(plan)]) + sticky * len(plan)),
-                  (self.native, shares[-1] + sticky if self.native else 0)]
-        allowed = min(PER_FREED_SLOT * self.freed, self.most - (self.workers - self.freed))
-        for reserve, want in wanted:
-            if reserve is None:
-                continue
-            while reserve.figures()["started"] < want and self._started() < allowed:
-                reserve.add(1)
-
-    def _started(self) -> int:
-        return sum(r.figures()["started"] for r in (self.repeat, self.native, self.replay) if r is not None)
-
-    def figures(self) -> dict:
-        return {reserve.label: reserve.figures() for reserve in (self.repeat, self.native, self.replay) if reserve}
-
-    def close(self) -> None:
-        for reserve in (self.repeat, self.native, self.replay):
-            if reserve is not None:
-                reserve.close()
 
 
 def _pass_announcer(note, repeat_passes: list[list[tuple[str, dict]]], base_pairs: list[tuple[str, dict]],

@@ -67,7 +67,9 @@ class WorkerConfig:
     shared_autotune: bool = True
     full_autotune: bool = False  # Triton's own timing budget per configuration (child/autotune_timing.py)
     compile_cap: float | None = None  # seconds of compiling a case may wait on; None: case_clock.compile_cap(timeout)
-    nice: int = 0  # the workers' niceness (started ahead: survey/reserve.py)
+    nice: int = 0  # the workers' niceness (started while the main phase runs: survey/confirm.py)
+    purpose: str = "main"  # what its workers are started for, in the worker log
+    log: "WorkerLog | None" = field(default=None, compare=False, repr=False)
 
     def autotune_timing(self) -> dict:
         """How the workers' autotuners time each configuration, and who chose it."""
@@ -107,6 +109,33 @@ class WorkerConfig:
         return env
 
 
+class WorkerLog:
+    """Every worker process a survey starts: what for, when, what it ran, how long it sat idle.
+
+    One log a survey, carried by its :class:`WorkerConfig` (and every copy of it), so each
+    worker joins it as it starts, whoever starts it. Seconds count from the log's creation
+    (the survey command's start)."""
+
+    def __init__(self):
+        self.origin = time.monotonic()
+        self._lock = threading.Lock()
+        self._workers: list[WorkerProcess] = []
+
+    def add(self, worker: "WorkerProcess") -> None:
+        with self._lock:
+            self._workers.append(worker)
+
+    def seconds(self, when: float | None = None) -> float:
+        """``when`` (time.monotonic(); None: now) in seconds since the log's origin."""
+        return round((time.monotonic() if when is None else when) - self.origin, 2)
+
+    def records(self) -> list[dict]:
+        """One record a worker, in the order they started (the run's ``worker_log``)."""
+        with self._lock:
+            workers = list(self._workers)
+        return [worker.log_record(self) for worker in workers]
+
+
 @dataclass
 class Event:
     kind: str  # ready | profiles | start | case | done | replaced | fatal
@@ -132,7 +161,15 @@ class WorkerProcess:
         #: the cases a worker ran before it (:mod:`.replay`).
         self.id = f"{os.getpid():x}-{number}-{int(time.time()) % 100000:05d}"
         self.cases_started = 0
-        clock = time.monotonic()
+        clock = self.born = time.monotonic()
+        self.purpose = config.purpose
+        self.ready_at: float | None = None
+        self.ended_at: float | None = None
+        self.busy = 0.0  # seconds spent on requests (overloads, the listing)
+        self.first_case_at: float | None = None
+        self.last_case_at: float | None = None
+        if config.log is not None:
+            config.log.add(self)
         env = config.env(slot)
         # Every text from the stack (exception messages, stderr tails, paths) is scrubbed
         # of the secrets of the environment it ran in, before anything keeps it.
@@ -170,12 +207,29 @@ class WorkerProcess:
                               str(record.get("error", "")).split(": ", 1)[-1] if record.get("bad_input") else None,
                               record.get("where") or "--device")
         self.ready = record
-        self.start_seconds = time.monotonic() - clock
+        self.ready_at = time.monotonic()
+        self.start_seconds = self.ready_at - clock
+
+    def log_record(self, log: WorkerLog) -> dict:
+        """This worker in the survey's worker log (:class:`WorkerLog`): ``idle_s`` is the
+        time it was up and held no request."""
+        end = self.ended_at if self.ended_at is not None else time.monotonic()
+        record = {"id": self.id, "for": self.purpose, "started_s": log.seconds(self.born),
+                  "ready_s": None if self.ready_at is None else log.seconds(self.ready_at),
+                  "ended_s": log.seconds(end), "cases": self.cases_started, "busy_s": round(self.busy, 2),
+                  "idle_s": 0.0 if self.ready_at is None else round(max(0.0, end - self.ready_at - self.busy), 2)}
+        if self.first_case_at is not None:
+            record.update(first_case_s=log.seconds(self.first_case_at), last_case_s=log.seconds(self.last_case_at))
+        return record
 
     # -- the stack's own list ------------------------------------------------------------
     def registered(self) -> list[str]:
+        began = time.monotonic()
         self.child.send({"op": "list"})
-        record = self.scrub(self.child.recv(self.config.startup_timeout))
+        try:
+            record = self.scrub(self.child.recv(self.config.startup_timeout))
+        finally:
+            self.busy += time.monotonic() - began
         if record.get("record") != "registered":
             raise StackFailed(f"stack {self.config.stack!r} cannot list its overloads: {record.get('error')}")
         return record["overloads"]
@@ -188,7 +242,13 @@ class WorkerProcess:
         CRASH / TIMEOUT / poisoned ERROR was reported) or ``"idle"`` (the worker died or hung
         before starting any case of this request: nothing was recorded).
         """
-        report = self._scrubbing(report)
+        began = time.monotonic()
+        try:
+            return self._attempt(name, profiles, self._scrubbing(report))
+        finally:  # a worker the request ended was busy until it was gone
+            self.busy += (self.ended_at or time.monotonic()) - began
+
+    def _attempt(self, name: str, profiles: list[str] | None, report) -> str:
         in_flight = None
         self._offset = 0
         cap = self.config.compile_cap if self.config.compile_cap is not None else compile_cap(self.config.timeout)
@@ -205,6 +265,9 @@ class WorkerProcess:
                     self._offset = int(record.get("offset") or 0)
                     self._clock = CaseClock(self.config.timeout, cap)
                     self.cases_started += 1
+                    self.last_case_at = time.monotonic()
+                    if self.first_case_at is None:
+                        self.first_case_at = self.last_case_at
                     report(Event("start", name, {"profile": in_flight}))
                 elif kind == "wait":
                     if in_flight is not None:
@@ -283,6 +346,7 @@ class WorkerProcess:
             return
         self.child.__exit__(None, None, None)
         self.child = None
+        self.ended_at = time.monotonic()
         try:
             os.unlink(self.capture)
         except OSError:
@@ -312,8 +376,6 @@ class Pool:
         self._prestarted: dict[int, threading.Thread] = {}
         self._given_up: set[str] = set()  # overloads with an overload-level record ("-"): skip their other tasks
         self._tasks_ready = threading.Event()
-        #: fresh workers started ahead (survey/reserve.py), taken before starting one
-        self.reserve = None
         self._own_scratch = None
         #: What surveys killed before left behind, cleaned now (:mod:`.scratch`).
         self.leftovers = scratch.clean_leftovers()
@@ -356,6 +418,7 @@ class Pool:
     def _prestarted_slot(self, slot: int) -> None:
         try:
             worker = self._fresh(slot)
+            worker.purpose = "main, started before its tasks were known"  # the log says why it may sit unused
         except StackFailed as exc:
             self._tasks_ready.wait()
             if not self._stop.is_set() and not self._tasks.empty() and slot < self._limit:
@@ -445,12 +508,6 @@ class Pool:
             report(Event("slot_end", None, {"slot": slot}))
 
     def _fresh(self, slot: int) -> WorkerProcess:
-        if self.reserve is not None:  # started ahead, as fresh (survey/reserve.py)
-            worker = self.reserve.take()
-            if worker is not None:
-                with self._live_lock:
-                    self._live[slot] = worker
-                return worker
         failures = 0
         while True:
             try:
