@@ -231,6 +231,7 @@ class Survey:
     tasks: list = field(default_factory=list)
     slow: int = 0
     # run
+    confirmation: confirm.Confirmation | None = None  # the failures' repeats and baseline, streamed
     fatal: dict | None = None
     interrupted: bool = False
     already_complete: bool = False  # the results file has every selected overload: nothing to run
@@ -250,12 +251,16 @@ def _survey(survey: Survey) -> int:
     if survey.already_complete:
         return _already_complete(survey)
     try:
-        _start(survey)
-        _run_tasks(survey)
+        try:
+            _start(survey)
+            _run_tasks(survey)
+        finally:
+            survey.workers.close()
+        if not survey.interrupted and not survey.fatal:
+            survey.interrupted = _confirm(survey)
     finally:
-        survey.workers.close()
-    if not survey.interrupted and not survey.fatal:
-        survey.interrupted = _confirm(survey)
+        if survey.confirmation is not None:
+            survey.confirmation.stop()  # its workers end with the survey, whatever ended it
     _file(survey)
     return _render(survey)
 
@@ -324,6 +329,7 @@ def _run_tasks(survey: Survey) -> None:
     journal.start()
     view = progress.LiveProgress(len(outstanding), quiet=survey.options.quiet)
     begun: set[str] = set()
+    survey.confirmation = stream = _stream(survey)
     try:
         if survey.tasks:
             slots = workers.run(survey.tasks, first, unheld=survey.slow)
@@ -342,6 +348,7 @@ def _run_tasks(survey: Survey) -> None:
                 journal.record_profiles(event.overload, event.data["profiles"])
             elif event.kind == "case":
                 journal.record_case(event.overload, event.data)
+                stream.consider(event.overload, event.data)  # a failure's repeats and baseline start now
             elif event.kind == "end":
                 outstanding[event.overload] -= 1
                 if outstanding[event.overload] == 0:  # its last task: the overload is finished
@@ -362,6 +369,7 @@ def _run_tasks(survey: Survey) -> None:
         workers.stop()
     finally:
         view.stop()
+        survey.this_run["main_phase_s"] = survey.config.log.seconds()
 
 
 def _file(survey: Survey) -> None:
@@ -479,6 +487,20 @@ def _baseline_label(survey: Survey) -> str | None:
     return survey.first.ready.get("baseline") if survey.options.baseline == "native" else None
 
 
+def _stream(survey: Survey) -> confirm.Confirmation:
+    """The confirmation's lanes (no lane, no worker, when this run confirms nothing), given
+    at once what the results file's finished cases still lack (a resumed run)."""
+    options, journal = survey.options, survey.journal
+    label = _baseline_label(survey)
+    native = confirm.native_config(survey.config, survey.route_set.overloads, options.native_route) if label else None
+    stream = confirm.Confirmation(survey.config, survey.this_run.get("workers") or survey.choice.workers,
+                                  options.repeats, native)
+    for name, cases in sorted(journal.finished.items()):
+        for case in cases:
+            stream.consider(name, case)
+    return stream
+
+
 def _confirm(survey: Survey) -> bool:
     """Repeat the failures and run them on the native path (:mod:`.confirm`); True if interrupted.
 
@@ -490,7 +512,7 @@ def _confirm(survey: Survey) -> bool:
     survey.provenance["baseline"] = label
     pending = confirm.to_repeat(journal.finished, options.repeats) + (confirm.to_baseline(journal.finished) if label else [])
     pending += replay.suspects(journal.finished)  # a replay cut short by a stop runs on resume
-    if not pending:
+    if not pending or survey.confirmation is None:
         return False
 
     def note(text: str) -> None:
@@ -503,8 +525,7 @@ def _confirm(survey: Survey) -> bool:
     journal.checkpoint()
     try:
         this_run["confirm"].update(confirm.confirm(
-            survey.config, this_run["workers"], journal, repeats=options.repeats, baseline_label=label,
-            overloads=survey.route_set.overloads, native_route=options.native_route, note=note,
+            survey.confirmation, journal, baseline_label=label, note=note,
             culprits=None if options.no_store else Culprits(Store(options.store), options.stack)))
     except KeyboardInterrupt:
         return True

@@ -366,6 +366,9 @@ class Pool:
         self.workers = max(1, workers)
         self.per_overload = per_overload
         self.events: queue.Queue = queue.Queue()
+        self.report = self.events.put  # every event, from the slots' threads (stream: a callback)
+        self._slots_started = 0  # stream: slots started so far, and those holding a task
+        self._busy = 0
         self._tasks = Schedule()  # an overload's other cases wait for its first, a family's for its sibling (schedule.py)
         self._limit = self.workers  # slots at or above it take no task (lower_limit)
         self._stop = threading.Event()
@@ -447,6 +450,37 @@ class Pool:
         self._tasks_ready.set()
         return len(set(range(count)) | set(self._prestarted))
 
+    def stream(self, report) -> None:
+        """Take tasks as :meth:`add` gives them; ``report(Event)`` hears every event, from
+        the slots' threads. A slot (its thread, then its worker) starts only for a task that
+        no slot is free to take, so no worker starts that takes no task."""
+        self.report = report
+        self._tasks.hold_followers = self._tasks.hold_family = False  # in the order they come
+        self._tasks.stream(True)
+        self._tasks_ready.set()
+
+    def add(self, tasks: list[tuple]) -> None:
+        """More tasks for a streaming pool (:meth:`stream`)."""
+        self._tasks.put_all(tasks)
+        with self._live_lock:
+            if self._stop.is_set() or self._slots_started >= self.workers:
+                return
+            if self._tasks.count() <= self._slots_started - self._busy:
+                return  # a free slot takes it
+            slot = self._slots_started
+            self._slots_started += 1
+            thread = threading.Thread(target=self._slot, args=(slot, None), daemon=True, name="flagos-stream")
+            self._threads.append(thread)
+        thread.start()
+
+    def drain(self) -> None:
+        """No task will be added any more: wait until every slot has run out of tasks."""
+        self._tasks.stream(False)
+        with self._live_lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join()
+
     def lower_limit(self, slots: int) -> None:
         """Use only slots 0..slots-1 from now on (the device holds no more workers): the
         others end after their task in hand, or before their first."""
@@ -478,7 +512,7 @@ class Pool:
 
     # -- one slot (a thread) ---------------------------------------------------------------
     def _slot(self, slot: int, worker: WorkerProcess | None) -> None:
-        report = self.events.put
+        report = self.report
         try:
             while not self._stop.is_set() and slot < self._limit:
                 task = self._tasks.take()
@@ -489,10 +523,14 @@ class Pool:
                     self._tasks.finished(task)
                     report(Event("end", name, {"slot": slot, "skipped": True}))
                     continue
+                with self._live_lock:
+                    self._busy += 1
                 try:
                     worker = self._run_overload(slot, worker, name, profiles, report)
                 finally:
                     self._tasks.finished(task)
+                    with self._live_lock:
+                        self._busy -= 1
                 if self.per_overload and worker is not None:
                     worker.close()
                     worker = None
