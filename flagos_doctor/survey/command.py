@@ -85,7 +85,7 @@ def _load_spec(path: str | None):
     return load_spec(path)  # BadInput naming the file: missing, special, malformed
 
 
-def _listing_source(options: SurveyOptions) -> str | None:
+def _listing_source(options: SurveyOptions, stack: stacks.Stack) -> str | None:
     """Where the route set comes from when no conf gives it: a stack that lists what it
     registers (``--routes``, :func:`flagos_doctor.stacks.route_sources`) or ``stack``.
 
@@ -95,7 +95,6 @@ def _listing_source(options: SurveyOptions) -> str | None:
         return None
     if options.routes:
         return options.routes
-    stack = stacks.get(options.stack)
     if stack.default_conf():
         return None
     if stack.default_listing:
@@ -103,15 +102,15 @@ def _listing_source(options: SurveyOptions) -> str | None:
     raise BadInput(f"stack {options.stack!r}: say which overloads to survey with --conf PATH or --routes stack")
 
 
-def _conf_route_set(options: SurveyOptions) -> routes.RouteSet:
-    return routes.from_conf(options.conf or stacks.get(options.stack).default_conf(), options.backend)
+def _conf_route_set(options: SurveyOptions, stack: stacks.Stack) -> routes.RouteSet:
+    return routes.from_conf(options.conf or stack.default_conf(), options.backend)
 
 
 def _route_set(options: SurveyOptions, config: pool_module.WorkerConfig) -> routes.RouteSet:
     """The route set, listing it in a child of its own when a stack has to say it."""
-    source = _listing_source(options)
+    source = _listing_source(options, config.resolved)
     if source is None:
-        return _conf_route_set(options)
+        return _conf_route_set(options, config.resolved)
     listing = dataclasses.replace(config, stack=options.stack if source == "stack" else source, purpose="listing")
     lister = pool_module.Pool(listing, 1)
     try:
@@ -270,7 +269,7 @@ def _plan(survey: Survey) -> None:
     against this setup before any case runs. When the survey's own stack lists the routes,
     its first worker does, then works on."""
     options, workers = survey.options, survey.workers
-    source = _listing_source(options)
+    source = _listing_source(options, survey.config.resolved)
     if source is not None and (source == "stack" or options.stack == source):
         workers.prestart(len(options.ops) if options.ops else survey.choice.workers)
         survey.first = _start_first(workers, options.stack)
@@ -304,7 +303,7 @@ def _start(survey: Survey) -> None:
     if lowered is not None:
         workers.lower_limit(lowered)
     _say_workers(options, survey.choice)  # said once the input is known good: a usage error stays one line
-    found = provenance.stack_part(options, found)
+    found = provenance.stack_part(options, survey.config, found)
     journal.extend(provenance.found_record(found))
     if options.rerun:
         journal.drop(survey.selected)

@@ -82,31 +82,42 @@ def to_baseline(finished: dict[str, list[dict]]) -> list[tuple[str, dict]]:
 
 class AloneAgain:
     """Cases that reported a sticky error after other cases of their worker, each run again
-    as the first case of a fresh worker, started as soon as the pass reports it, beside the rest of the pass (module doc)."""
+    as the first case of a fresh worker (a streaming :class:`Pool` that ends its worker
+    after each task), started as soon as the lane reports it, beside the rest of the lane
+    (module doc)."""
 
     def __init__(self, config: WorkerConfig, workers: int):
-        from concurrent.futures import ThreadPoolExecutor
-
-        self.config = dataclasses.replace(config, purpose="alone")
-        self.threads = ThreadPoolExecutor(max_workers=max(1, workers))
-        self.runs: dict = {}  # (overload, profile) -> (the pass's record, future of the fresh worker's records)
+        self.pool = Pool(dataclasses.replace(config, scratch="", purpose="alone"), workers, per_overload=True)
+        self.runs: dict = {}  # (overload, profile) -> the lane's record
+        self._found: dict = {}  # (overload, profile) -> the fresh worker's record
+        self._lock = threading.Lock()
+        self.pool.stream(self._event)
 
     def consider(self, key: tuple, record: dict) -> None:
         if record.get("poison") and (record.get("worker_order") or 1) > 1:
-            self.runs[key] = (record, self.threads.submit(replay.in_fresh_worker, self.config, [key]))
+            with self._lock:
+                self.runs[key] = record
+            self.pool.add([(key[0], [key[1]])])
+
+    def _event(self, event) -> None:
+        # the first case of its worker; a worker that died or hung before starting it left
+        # no record of it (the lane's run then stands)
+        if event.kind == "case" and event.data.get("worker_order") == 1:
+            with self._lock:
+                self._found[(event.overload, event.data["profile"])] = event.data
 
     def abandon(self) -> None:
-        self.threads.shutdown(wait=False, cancel_futures=True)
+        self.pool.close()
 
     def finish(self, found: dict | None, note=None, seen=None) -> None:
-        """Wait for the runs; each one's record replaces the pass's in ``found``, naming in
-        ``alone`` what the pass's run said (None: a pass that failed, nothing replaced)."""
-        self.threads.shutdown(wait=True)
-        for key, (earlier, future) in sorted(self.runs.items()):
-            records = future.result()
-            if found is None or not records:  # the fresh worker died or hung first: the pass's run stands
+        """Wait for the runs; each one's record replaces the lane's in ``found``, naming in
+        ``alone`` what the lane's run said (None: a lane that failed, nothing replaced)."""
+        self.pool.drain()
+        self.pool.close()
+        for key, earlier in sorted(self.runs.items()):
+            record = self._found.get(key)
+            if found is None or record is None:
                 continue
-            _, record = records[0]
             record["alone"] = {"poison": earlier["poison"], "after": earlier["worker_order"] - 1}
             found[key] = record
             if note:

@@ -70,6 +70,12 @@ class WorkerConfig:
     nice: int = 0  # the workers' niceness (started while the main phase runs: survey/confirm.py)
     purpose: str = "main"  # what its workers are started for, in the worker log
     log: "WorkerLog | None" = field(default=None, compare=False, repr=False)
+    #: the stack itself, resolved from ``stack`` once (a copy for another stack resolves its own)
+    resolved: "stacks.Stack | None" = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self):
+        if self.resolved is None or self.resolved.name != self.stack:
+            self.resolved = stacks.get(self.stack)
 
     def autotune_timing(self) -> dict:
         """How the workers' autotuners time each configuration, and who chose it."""
@@ -95,7 +101,7 @@ class WorkerConfig:
 
     def env(self, slot: int) -> dict:
         env = dict(os.environ)
-        stack = stacks.get(self.stack)
+        stack = self.resolved
         stack.prepare_env(env, self.conf, self.keep_env)
         if self.baseline:
             stack.prepare_baseline_env(env, self.baseline_overloads, self.native_route)
@@ -317,7 +323,7 @@ class WorkerProcess:
         gives the route (dispatch / fallback lines) and the stderr tail."""
         text = self.captured_since(self._offset)
         route = model.ROUTE_UNKNOWN
-        if stacks.get(self.config.stack).log_evidence:
+        if self.config.resolved.log_evidence:
             route, _ = evidence.route_of(name, *evidence.counts_from_log(text, self.config.backend))
         rest = evidence.strip_evidence(text).strip()
         case = {"profile": profile, "status": status, "route": route, "detail": detail,
@@ -472,6 +478,11 @@ class Pool:
             thread = threading.Thread(target=self._slot, args=(slot, None), daemon=True, name="flagos-stream")
             self._threads.append(thread)
         thread.start()
+
+    def slots(self) -> int:
+        """Slots a streaming pool has started so far (each starts its worker for its first task)."""
+        with self._live_lock:
+            return self._slots_started
 
     def drain(self) -> None:
         """No task will be added any more: wait until every slot has run out of tasks."""
