@@ -354,10 +354,14 @@ def confirm(stream: Confirmation, record: ResultsFile, *, baseline_label: str | 
     starting = _pass_announcer(note, repeat_passes, base_pairs, repeats)
     applier = _in_order_applier(record, repeat_passes, base_pairs, rep_figures, base_figures)
     ended_at: list = []  # seconds after the main phase each lane had run its last task
+    if stream.native is not None:  # nothing more comes to the native lane: its workers end when done
+        stream.native.pool.end_input()
     try:
         for index, lane in enumerate(lanes):
             starting(index)
             outcome = lane.drain(note)
+            if index + 1 < len(repeat_passes):  # every repeat it queues there is queued now
+                lanes[index + 1].pool.end_input()
             ended_at.append(round(time.monotonic() - clock, 1))
             applier(index, outcome)
         done: dict = {"repeats": rep_figures}

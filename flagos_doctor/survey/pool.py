@@ -484,9 +484,13 @@ class Pool:
         with self._live_lock:
             return self._slots_started
 
-    def drain(self) -> None:
-        """No task will be added any more: wait until every slot has run out of tasks."""
+    def end_input(self) -> None:
+        """No task will be added any more: each slot ends (and closes its worker) once out of tasks."""
         self._tasks.stream(False)
+
+    def drain(self) -> None:
+        """:meth:`end_input`, then wait until every slot has run out of tasks."""
+        self.end_input()
         with self._live_lock:
             threads = list(self._threads)
         for thread in threads:
