@@ -25,10 +25,10 @@ SPEC = os.path.join(FIXTURES, "truth-spec.yaml")  # two profiles: 2d-f32, then 1
 ENV = {"PYTHONPATH": os.pathsep.join([FIXTURES, REPO_ROOT])}
 
 
-def noise_survey(tmp, name, *args, sleep="4", exit_code=0):
+def noise_survey(tmp, name, *args, sleep="4", exit_code=0, extra_env=None):
     """A survey of the noise stack with a fresh Triton cache; (results document, process).
     ``exit_code``: 1 when a case is to end TIMEOUT (the stack's failure)."""
-    env = {**ENV, "TRITON_CACHE_DIR": str(tmp / "triton-cache"), "NOISESTACK_COMPILE_SLEEP": sleep}
+    env = {**ENV, "TRITON_CACHE_DIR": str(tmp / "triton-cache"), "NOISESTACK_COMPILE_SLEEP": sleep, **(extra_env or {})}
     done = run_cli("survey", "--stack", "noisestack", "--conf", NOISE_CONF, "--spec", SPEC, "--no-store",
                    "-o", f"{name}.json", "--census", f"{name}.census", *args, env=env, cwd=str(tmp))
     assert done.returncode == exit_code, done.stderr
@@ -122,6 +122,8 @@ def test_a_case_poisoned_by_an_earlier_case_names_it_and_the_culprit_carries_the
     assert doc["overloads"]["frac"]["verdict"] == model.BASIC_ONLY
     assert model.FLAKY not in doc["summary"]["statuses"]
     assert doc["provenance"]["runs"][-1]["confirm"]["replay"]["traced"] == 1
+    assert {"main", "repeat 1", "repeat 2", "native", "replay"} <= {w["for"] for w in doc["provenance"]["runs"][-1]["worker_log"]}
+    assert unused_workers(doc) == []
     with open(tmp_path / "poison.census", encoding="utf-8") as handle:
         census = handle.read()
     assert "frac\t1d-f32\tERROR\tkernel\n" in census and "trunc\t2d-f32\tPASS\tkernel\n" in census
@@ -145,21 +147,66 @@ def test_a_case_poisoned_by_an_earlier_case_names_it_and_the_culprit_carries_the
     assert told in (tmp_path / "compare.md").read_text()
 
 
-def test_a_case_meeting_another_cases_sticky_error_in_a_confirmation_pass_is_judged_alone(tmp_path):
-    # neg is WRONG by itself; sign [1d-f32] is WRONG too and leaves its process poisoned.
-    # A repeat pass runs sign [1d-f32] (the slowest) before a neg case in the same worker,
-    # which then reports the illegal memory access: counted, neg would settle ERROR (WRONG
-    # once, ERROR twice), as pow_.Tensor [2d-i64] did in a cold torch_fl run on the H200.
-    doc, done = noise_survey(tmp_path, "pass-poison", "--ops", "sign,neg", "--workers", "1")
+def unused_workers(doc) -> list[dict]:
+    """The workers of the last run that took no task, but for the listing's."""
+    return [w for w in doc["provenance"]["runs"][-1]["worker_log"] if not w["cases"] and w["for"] != "listing"]
+
+
+def test_a_survey_starts_no_worker_that_takes_no_task(tmp_path):
+    # sign [1d-f32] fails with a sticky error and fails again in every fresh worker: it is
+    # never a replay suspect, so no replay worker may start (on the H200 flag_gems started
+    # 14 ahead and took none). Two main workers: one runs out of tasks while the other runs.
+    doc, _ = noise_survey(tmp_path, "unused", "--ops", "sign,neg", "--workers", "2")
+    assert case(doc, "sign", "1d-f32")["status"] == model.WRONG
+    log = doc["provenance"]["runs"][-1]["worker_log"]
+    kinds = {w["for"] for w in log}
+    assert {"main", "repeat 1", "repeat 2", "native"} <= kinds and "replay" not in kinds, log
+    assert unused_workers(doc) == [], log
+    for worker in log:  # started, then ready, then ended; its time busy or idle
+        assert worker["started_s"] <= worker["ready_s"] <= worker["ended_s"], worker
+        assert worker["busy_s"] + worker["idle_s"] <= worker["ended_s"] - worker["ready_s"] + 0.02, worker
+
+
+def test_a_failures_repeats_start_while_the_main_phase_still_runs(tmp_path):
+    # Two main workers: one compiles floor's kernel, a compile that waits until two workers
+    # niced for the confirmation have run neg (tests/fixtures/noisestack.py); the other runs
+    # neg's cases, WRONG. Confirmed only after the main phase, the repeats could not start
+    # before its last case: the compile would wait out its 120 s and this would fail.
+    doc, _ = noise_survey(tmp_path, "streamed", "--ops", "neg,floor", "--workers", "2", "--timeout", "300", sleep="0",
+                          extra_env={"NOISESTACK_CONFIRM_MARK": str(tmp_path / "confirming"),
+                                     "NOISESTACK_MAIN_NICE": str(os.nice(0))})
+    run = doc["provenance"]["runs"][-1]
+    main_ended = run["main_phase_s"]
+    repeats = [w for w in run["worker_log"] if w["for"].startswith("repeat")]
+    assert {w["for"] for w in repeats} == {"repeat 1", "repeat 2"}, run["worker_log"]
+    assert all(w["first_case_s"] < main_ended for w in repeats), (main_ended, repeats)
+    assert run["confirm"]["passes"]["queued"][0] == 2  # both neg cases, queued as they failed
+    # the same records as repeats run after the main phase: WRONG every time, floor untouched
     for profile in ("2d-f32", "1d-f32"):
-        assert case(doc, "neg", profile)["status"] == model.WRONG
         assert case(doc, "neg", profile)["repeats"] == [model.WRONG] * 3
-    alone = [d["alone"] for p in ("2d-f32", "1d-f32") for d in case(doc, "neg", p)["repeat_details"] if "alone" in d]
-    assert alone and all(a["poison"] == "illegal memory access" and a["after"] >= 1 for a in alone)
+        assert case(doc, "neg", profile)["baseline"]["status"] == model.PASS
+        assert case(doc, "floor", profile)["status"] == model.PASS
+    assert unused_workers(doc) == []
+
+
+def test_a_case_meeting_another_cases_sticky_error_in_a_confirmation_pass_is_judged_alone(tmp_path):
+    # sign [1d-f32] is WRONG and leaves its process poisoned; trunc [2d-f32], run after it,
+    # reports the illegal memory access. A lane's worker takes its cases in the order they
+    # failed (one worker a lane here), so each repeat lane runs sign [1d-f32], then trunc
+    # [2d-f32] in the same worker: counted, trunc would settle ERROR (three illegal memory
+    # accesses), as pow_.Tensor [2d-i64] did in a cold torch_fl run on the H200.
+    doc, done = noise_survey(tmp_path, "pass-poison", "--ops", "sign,trunc", "--workers", "1")
+    victim = case(doc, "trunc", "2d-f32")
+    assert victim["repeats"] == [model.ERROR, model.PASS, model.PASS], victim
+    alone = [d["alone"] for d in victim["repeat_details"]]
+    assert alone == [{"poison": "illegal memory access", "after": 1}] * 2, victim
+    assert victim["status"] == model.PASS and victim["poisoned_by"] == {"overload": "sign", "profile": "1d-f32"}
     assert case(doc, "sign", "1d-f32")["status"] == model.WRONG
     with open(tmp_path / "pass-poison.census", encoding="utf-8") as handle:
-        assert "neg\t1d-f32\tWRONG\tkernel\nneg\t2d-f32\tWRONG\tkernel\n" in handle.read()
-    assert "other case(s) of its worker; alone in a fresh worker: WRONG" in done.stderr
+        assert handle.read() == ("sign\t1d-f32\tWRONG\tkernel\nsign\t2d-f32\tPASS\tkernel\n"
+                                 "trunc\t1d-f32\tPASS\tkernel\ntrunc\t2d-f32\tPASS\tkernel\n")
+    assert "other case(s) of its worker; alone in a fresh worker: PASS" in done.stderr
+    assert unused_workers(doc) == []
 
 
 def test_the_alone_run_starts_when_the_pass_reports_the_case_and_only_for_a_case_after_others(tmp_path, monkeypatch):
@@ -174,7 +221,7 @@ def test_the_alone_run_starts_when_the_pass_reports_the_case_and_only_for_a_case
     alone.consider(("trunc", "2d-f32"), {**poisoned, "worker_order": 1})  # first in its worker: its own
     alone.consider(("sign", "2d-f32"), {**poisoned, "poison": None})
     assert list(alone.runs) == [("neg", "2d-f32")]
-    assert not alone.runs[("neg", "2d-f32")][1].done()  # under way before the pass ends (a worker starts)
+    assert alone.pool.slots() == 1  # under way before the lane ends: a slot starting its fresh worker
     found = {("neg", "2d-f32"): poisoned}
     alone.finish(found)
     assert found[("neg", "2d-f32")]["status"] == model.WRONG

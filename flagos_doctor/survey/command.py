@@ -85,7 +85,7 @@ def _load_spec(path: str | None):
     return load_spec(path)  # BadInput naming the file: missing, special, malformed
 
 
-def _listing_source(options: SurveyOptions) -> str | None:
+def _listing_source(options: SurveyOptions, stack: stacks.Stack) -> str | None:
     """Where the route set comes from when no conf gives it: a stack that lists what it
     registers (``--routes``, :func:`flagos_doctor.stacks.route_sources`) or ``stack``.
 
@@ -95,7 +95,6 @@ def _listing_source(options: SurveyOptions) -> str | None:
         return None
     if options.routes:
         return options.routes
-    stack = stacks.get(options.stack)
     if stack.default_conf():
         return None
     if stack.default_listing:
@@ -103,16 +102,16 @@ def _listing_source(options: SurveyOptions) -> str | None:
     raise BadInput(f"stack {options.stack!r}: say which overloads to survey with --conf PATH or --routes stack")
 
 
-def _conf_route_set(options: SurveyOptions) -> routes.RouteSet:
-    return routes.from_conf(options.conf or stacks.get(options.stack).default_conf(), options.backend)
+def _conf_route_set(options: SurveyOptions, stack: stacks.Stack) -> routes.RouteSet:
+    return routes.from_conf(options.conf or stack.default_conf(), options.backend)
 
 
 def _route_set(options: SurveyOptions, config: pool_module.WorkerConfig) -> routes.RouteSet:
     """The route set, listing it in a child of its own when a stack has to say it."""
-    source = _listing_source(options)
+    source = _listing_source(options, config.resolved)
     if source is None:
-        return _conf_route_set(options)
-    listing = pool_module.WorkerConfig(**{**config.__dict__, "stack": options.stack if source == "stack" else source})
+        return _conf_route_set(options, config.resolved)
+    listing = dataclasses.replace(config, stack=options.stack if source == "stack" else source, purpose="listing")
     lister = pool_module.Pool(listing, 1)
     try:
         worker = lister.start_worker(0, list_only=True)
@@ -214,6 +213,7 @@ def _run(options: SurveyOptions) -> int:
         backend=options.backend, timeout=options.timeout, keep_env=options.keep_env,
         devices=list(options.devices), startup_timeout=options.start_timeout,
         shared_autotune=options.shared_autotune, full_autotune=options.full_autotune,
+        log=pool_module.WorkerLog(),
     )
     # One survey at a time writes a results file and its journal.
     with lock.hold(options.output or default_output(options.stack), "--output"):
@@ -260,7 +260,7 @@ class Survey:
     tasks: list = field(default_factory=list)
     slow: int = 0
     # run
-    ahead: confirm.Prestart | None = None  # the confirmation's workers, started on idle slots
+    confirmation: confirm.Confirmation | None = None  # the failures' repeats and baseline, streamed
     fatal: dict | None = None
     interrupted: bool = False
     already_complete: bool = False  # the results file has every selected overload: nothing to run
@@ -288,8 +288,8 @@ def _survey(survey: Survey) -> int:
         if not survey.interrupted and not survey.fatal:
             survey.interrupted = _confirm(survey)
     finally:
-        if survey.ahead is not None:
-            survey.ahead.close()
+        if survey.confirmation is not None:
+            survey.confirmation.stop()  # its workers end with the survey, whatever ended it
     _file(survey)
     return _render(survey)
 
@@ -299,7 +299,7 @@ def _plan(survey: Survey) -> None:
     against this setup before any case runs. When the survey's own stack lists the routes,
     its first worker does, then works on."""
     options, workers = survey.options, survey.workers
-    source = _listing_source(options)
+    source = _listing_source(options, survey.config.resolved)
     if source is not None and (source == "stack" or options.stack == source):
         workers.prestart(len(options.ops) if options.ops else survey.choice.workers)
         survey.first = _start_first(workers, options.stack)
@@ -317,8 +317,8 @@ def _plan(survey: Survey) -> None:
     if survey.first is None and _nothing_to_run(options, survey.journal, survey.selected):
         survey.already_complete = True  # no worker is started at all
         return
-    if survey.first is None:
-        workers.prestart(len(survey.selected))
+    if survey.first is None:  # a slot for each overload that has work, at most
+        workers.prestart(len([name for name in survey.selected if options.rerun or name not in survey.journal.finished]))
 
 
 def _start(survey: Survey) -> None:
@@ -334,7 +334,7 @@ def _start(survey: Survey) -> None:
     if lowered is not None:
         workers.lower_limit(lowered)
     _say_workers(options, survey.choice)  # said once the input is known good: a usage error stays one line
-    found = provenance.stack_part(options, found)
+    found = provenance.stack_part(options, survey.config, found)
     journal.extend(provenance.found_record(found))
     if options.rerun:
         journal.drop(survey.selected)
@@ -359,11 +359,12 @@ def _run_tasks(survey: Survey) -> None:
     journal.start()
     view = progress.LiveProgress(len(outstanding), quiet=survey.options.quiet)
     begun: set[str] = set()
-    survey.ahead = _prestart(survey)
+    survey.confirmation = stream = _stream(survey)
     try:
         if survey.tasks:
             slots = workers.run(survey.tasks, first, unheld=survey.slow)
         else:
+            first.purpose = "main: the stack's provenance, no case left to run"
             first.close()
             workers.stop()  # prestarted workers have nothing to do
             slots = 0
@@ -377,6 +378,7 @@ def _run_tasks(survey: Survey) -> None:
                 journal.record_profiles(event.overload, event.data["profiles"])
             elif event.kind == "case":
                 journal.record_case(event.overload, event.data)
+                stream.consider(event.overload, event.data)  # a failure's repeats and baseline start now
             elif event.kind == "end":
                 outstanding[event.overload] -= 1
                 if outstanding[event.overload] == 0:  # its last task: the overload is finished
@@ -392,13 +394,12 @@ def _run_tasks(survey: Survey) -> None:
                 workers.stop()
             elif event.kind == "slot_end":
                 slots -= 1
-                if slots and survey.ahead is not None and not survey.fatal:  # an idle slot: start ahead
-                    survey.ahead.slot_freed(journal.finished)
     except KeyboardInterrupt:
         survey.interrupted = True
         workers.stop()
     finally:
         view.stop()
+        survey.this_run["main_phase_s"] = survey.config.log.seconds()
 
 
 def _file(survey: Survey) -> None:
@@ -516,17 +517,18 @@ def _baseline_label(survey: Survey) -> str | None:
     return survey.first.ready.get("baseline") if survey.options.baseline == "native" else None
 
 
-def _prestart(survey: Survey) -> confirm.Prestart | None:
-    """The confirmation's workers to start on the main phase's idle slots (None when this
-    run confirms nothing)."""
-    options = survey.options
+def _stream(survey: Survey) -> confirm.Confirmation:
+    """The confirmation's lanes (no lane, no worker, when this run confirms nothing), given
+    at once what the results file's finished cases still lack (a resumed run)."""
+    options, journal = survey.options, survey.journal
     label = _baseline_label(survey)
-    if options.repeats <= 0 and not label:
-        return None
     native = confirm.native_config(survey.config, survey.route_set.overloads, options.native_route) if label else None
-    most = survey.choice.limits.get("host_memory")
-    return confirm.Prestart(survey.config, survey.this_run.get("workers") or survey.choice.workers, options.repeats,
-                            native, most)
+    stream = confirm.Confirmation(survey.config, survey.this_run.get("workers") or survey.choice.workers,
+                                  options.repeats, native)
+    for name, cases in sorted(journal.finished.items()):
+        for case in cases:
+            stream.consider(name, case)
+    return stream
 
 
 def _confirm(survey: Survey) -> bool:
@@ -540,7 +542,7 @@ def _confirm(survey: Survey) -> bool:
     survey.provenance["baseline"] = label
     pending = confirm.to_repeat(journal.finished, options.repeats) + (confirm.to_baseline(journal.finished) if label else [])
     pending += replay.suspects(journal.finished)  # a replay cut short by a stop runs on resume
-    if not pending:
+    if not pending or survey.confirmation is None:
         return False
 
     def note(text: str) -> None:
@@ -553,9 +555,8 @@ def _confirm(survey: Survey) -> bool:
     journal.checkpoint()
     try:
         this_run["confirm"].update(confirm.confirm(
-            survey.config, this_run["workers"], journal, repeats=options.repeats, baseline_label=label,
-            overloads=survey.route_set.overloads, native_route=options.native_route, note=note,
-            culprits=None if options.no_store else Culprits(Store(options.store), options.stack), ahead=survey.ahead))
+            survey.confirmation, journal, baseline_label=label, note=note,
+            culprits=None if options.no_store else Culprits(Store(options.store), options.stack)))
     except KeyboardInterrupt:
         return True
     return False

@@ -4,8 +4,8 @@ A failure a survey reports must belong to the stack. Two things make one that do
 
 * the case is *flaky*: run again, it gives another outcome (a race, a kernel autotuned
   differently, a context a neighbour disturbed). Every WRONG, ERROR, CRASH or TIMEOUT case
-  runs ``repeats`` more times (``--repeats``, default 2), each time in workers started for
-  that pass alone, so never in the process that failed. When it passed in one run and failed
+  runs ``repeats`` more times (``--repeats``, default 2), each time in workers of the
+  repeat's own lane, so never in the process that failed. When it passed in one run and failed
   in another the case becomes FLAKY and keeps them all in ``"repeats"``; when they agree it
   keeps its status and ``"repeats"`` says how often it was seen; when every run failed, but
   not in one way, it fails under the way it failed most (:func:`settle`; the first run's
@@ -17,18 +17,25 @@ A failure a survey reports must belong to the stack. Two things make one that do
   "detail"}``. A failure the baseline shares does not count against the verdict
   (:func:`.verdicts.is_native_also`).
 
-The repeat passes and the baseline pass run at the same time, each in workers started for
-it, at most the run's worker count in all (:func:`confirm`); what each one runs and records
-is what it did one after another.
+They run while the main phase still runs (:class:`Confirmation`): the survey hands each
+case it records to :meth:`Confirmation.consider`, and a failure's first repeat and its
+native-path run are queued at once, each in a *lane* of its own (repeat 1, repeat 2, ...,
+native): a streaming :class:`~flagos_doctor.survey.pool.Pool` whose workers (niced, so the
+main phase keeps the cores it needs) start only for a task waiting that no worker of the
+lane is free to take, the run's worker count shared among the lanes. A case's next repeat
+is queued in the next lane when one ends, so its repeats run one after another, never side
+by side. Once the main phase has ended, :func:`confirm` applies each lane's records as it
+runs out of tasks, in the order passes had one after another: the records and the census
+are those of passes run in turn.
 
-A pass's worker runs many cases, so a case can meet a sticky error another case of that
+A lane's worker runs many cases, so a case can meet a sticky error another case of that
 worker left (a kernel writing out of bounds without failing: CUDA says so at the next
 synchronisation, in the next case). A case that reports one after other cases of its
 worker runs again as the first case of a fresh worker, where nothing ran before it, and
 that run is its record in the pass (a repeat keeps ``"alone"`` in ``repeat_details``: what
 the shared worker's run said, {``poison``, ``after``: the cases that worker ran before
-it}). Otherwise which case follows the culprit (the order in a pass follows each case's
-seconds, which a cold run's compiles change) would decide its status: on the H200 a cold
+it}). Otherwise which case follows the culprit (the order in a lane is the order its cases
+failed in, which the main phase's timing decides) would decide its status: on the H200 a cold
 torch_fl run settled ``pow_.Tensor [2d-i64]`` ERROR (WRONG, then twice an illegal memory
 access) where the warm run found it WRONG three times.
 
@@ -44,6 +51,7 @@ run again whole.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 
 from flagos_doctor.results import model
@@ -52,7 +60,6 @@ from flagos_doctor.results.resultsfile import ResultsFile
 from flagos_doctor.results.verdicts import settle
 from flagos_doctor.survey import replay
 from flagos_doctor.survey.pool import Pool, WorkerConfig
-from flagos_doctor.survey.reserve import Reserve
 
 #: Keys of a repeat's record kept beside its status (the first run's details stay on the case).
 _KEPT = ("detail", "signal", "poison", "alone")
@@ -73,78 +80,44 @@ def to_baseline(finished: dict[str, list[dict]]) -> list[tuple[str, dict]]:
             if case["status"] in wanted and case["profile"] != "-" and "baseline" not in case]
 
 
-def run_cases(config: WorkerConfig, workers: int, pairs: list[tuple[str, dict]], note=None,
-              pools: list | None = None, reserve=None, seen=None) -> tuple[dict, str | None]:
-    """Run the cases of ``pairs`` once in a fresh pool; ({(overload, profile): record}, failure).
-
-    ``failure`` says why the pool stopped early (its workers could not start), else None.
-    The pool is added to ``pools`` while it runs (so another thread can stop it). Its
-    workers come from ``reserve`` first (started ahead: :mod:`.reserve`); ``seen(key,
-    record)`` hears of each case as it ends. A case that met a sticky error after other
-    cases of its worker runs again alone (:class:`AloneAgain`, module doc).
-    """
-    tasks = [(name, [case["profile"]]) for name, case in pairs]
-    found: dict = {}
-    failure = None
-    pool = Pool(dataclasses.replace(config, scratch=""), workers)
-    pool.reserve = reserve
-    alone = AloneAgain(config, workers, reserve)
-    if pools is not None:
-        pools.append(pool)
-    try:
-        slots = pool.run(tasks)
-        while slots:
-            event = pool.events.get()
-            if event.kind == "case":
-                found[(event.overload, event.data["profile"])] = event.data
-                alone.consider((event.overload, event.data["profile"]), event.data)
-                if seen:
-                    seen((event.overload, event.data["profile"]), event.data)
-            elif event.kind == "fatal":
-                failure = failure or event.data.get("message")
-                pool.stop()
-            elif event.kind == "replaced" and note:
-                note(f"worker {event.data['slot']} replaced after {event.overload}: {event.data['why']}")
-            elif event.kind == "slot_end":
-                slots -= 1
-    except BaseException:  # Ctrl-C, SIGTERM: no fresh worker is waited for
-        alone.abandon()
-        raise
-    finally:
-        pool.close()
-    alone.finish(found if failure is None else None, note, seen)
-    return found, failure
-
-
 class AloneAgain:
     """Cases that reported a sticky error after other cases of their worker, each run again
-    as the first case of a fresh worker (one started ahead by ``reserve`` when it has one),
-    started as soon as the pass reports it, beside the rest of the pass (module doc)."""
+    as the first case of a fresh worker (a streaming :class:`Pool` that ends its worker
+    after each task), started as soon as the lane reports it, beside the rest of the lane
+    (module doc)."""
 
-    def __init__(self, config: WorkerConfig, workers: int, reserve=None):
-        from concurrent.futures import ThreadPoolExecutor
-
-        self.config, self.reserve = config, reserve
-        self.threads = ThreadPoolExecutor(max_workers=max(1, workers))
-        self.runs: dict = {}  # (overload, profile) -> (the pass's record, future of the fresh worker's records)
+    def __init__(self, config: WorkerConfig, workers: int):
+        self.pool = Pool(dataclasses.replace(config, scratch="", purpose="alone"), workers, per_overload=True)
+        self.runs: dict = {}  # (overload, profile) -> the lane's record
+        self._found: dict = {}  # (overload, profile) -> the fresh worker's record
+        self._lock = threading.Lock()
+        self.pool.stream(self._event)
 
     def consider(self, key: tuple, record: dict) -> None:
         if record.get("poison") and (record.get("worker_order") or 1) > 1:
-            self.runs[key] = (record, self.threads.submit(replay.in_fresh_worker, self.config, [key],
-                                                           reserve=self.reserve))
+            with self._lock:
+                self.runs[key] = record
+            self.pool.add([(key[0], [key[1]])])
+
+    def _event(self, event) -> None:
+        # the first case of its worker; a worker that died or hung before starting it left
+        # no record of it (the lane's run then stands)
+        if event.kind == "case" and event.data.get("worker_order") == 1:
+            with self._lock:
+                self._found[(event.overload, event.data["profile"])] = event.data
 
     def abandon(self) -> None:
-        self.threads.shutdown(wait=False, cancel_futures=True)
+        self.pool.close()
 
     def finish(self, found: dict | None, note=None, seen=None) -> None:
-        """Wait for the runs; each one's record replaces the pass's in ``found``, naming in
-        ``alone`` what the pass's run said (None: a pass that failed, nothing replaced)."""
-        self.threads.shutdown(wait=True)
-        for key, (earlier, future) in sorted(self.runs.items()):
-            records = future.result()
-            if found is None or not records:  # the fresh worker died or hung first: the pass's run stands
+        """Wait for the runs; each one's record replaces the lane's in ``found``, naming in
+        ``alone`` what the lane's run said (None: a lane that failed, nothing replaced)."""
+        self.pool.drain()
+        self.pool.close()
+        for key, earlier in sorted(self.runs.items()):
+            record = self._found.get(key)
+            if found is None or record is None:
                 continue
-            _, record = records[0]
             record["alone"] = {"poison": earlier["poison"], "after": earlier["worker_order"] - 1}
             found[key] = record
             if note:
@@ -229,212 +202,198 @@ def _shares(workers: int, sizes: list[int]) -> list[int]:
     return share
 
 
-def _run_concurrently(passes: list[tuple], workers: int, note=None, done=None, starting=None) -> list:
-    """Run ``passes`` ((config, pairs, reserve, seen): :func:`run_cases`) in pools of their
-    own, at most ``workers`` workers at once in all: in waves of up to ``workers`` passes,
-    the passes of a wave side by side.
-
-    ``done(index, (found, failure))`` is called as each pass ends (from the caller's
-    thread, in any order). Returns each pass's (found, failure), in order.
-    """
-    import queue
-    import threading
-
-    outcomes: list = [None] * len(passes)
-    pools: list = []
-    for first in range(0, len(passes), max(1, workers)):
-        wave = list(range(first, min(len(passes), first + max(1, workers))))
-        shares = _shares(workers, [len(passes[i][1]) for i in wave])
-        if starting:
-            for index in wave:
-                starting(index)
-        if len(wave) == 1:  # one pass: run it here (a Ctrl-C reaches its pool at once)
-            config, pairs, reserve, seen = passes[wave[0]]
-            outcomes[wave[0]] = run_cases(config, shares[0], pairs, note, None, reserve, seen)
-            if done:
-                done(wave[0], outcomes[wave[0]])
-            continue
-        ended: queue.Queue = queue.Queue()
-
-        def one(index: int, count: int) -> None:
-            try:
-                config, pairs, reserve, seen = passes[index]
-                ended.put((index, run_cases(config, count, pairs, note, pools, reserve, seen)))
-            except Exception as exc:  # a bug of ours must not hang the wave
-                ended.put((index, ({}, f"internal: {type(exc).__name__}: {exc}")))
-
-        threads = [threading.Thread(target=one, args=(index, count), daemon=True)
-                   for index, count in zip(wave, shares)]
-        for thread in threads:
-            thread.start()
-        try:
-            for _ in wave:
-                index, outcome = ended.get()
-                outcomes[index] = outcome
-                if done:
-                    done(index, outcome)
-        except BaseException:  # Ctrl-C, SIGTERM: no pass goes on in the background
-            for pool in list(pools):
-                pool.stop()
-            for thread in threads:
-                thread.join(timeout=30)
-            raise
-    return outcomes
+#: The niceness of a confirmation's worker: started while the main phase runs, its start
+#: (the stack's import) takes only the cycles the main phase's compiles leave idle.
+NICE = 5
 
 
-def confirm(config: WorkerConfig, workers: int, record: ResultsFile, *, repeats: int,
-            baseline_label: str | None, overloads: list[str], native_route: str | None, note=None,
-            culprits=None, ahead: "Prestart | None" = None) -> dict:
-    """Repeat the failures of ``record``'s finished overloads, and run them on the native
-    path when the stack has one.
+class Lane:
+    """One stream of the confirmation: the cases' n-th repeat, or their native-path run, in
+    a streaming :class:`Pool` of fresh workers of its own (never the process that ran the
+    case before), each worker started for a task that waits. ``heard(lane, key, record,
+    alone)`` hears each record as it ends, from the lane's threads."""
+
+    def __init__(self, config: WorkerConfig, workers: int, heard):
+        self.config, self.heard = config, heard
+        self.found: dict = {}  # (overload, profile) -> the lane's record
+        self.failure: str | None = None  # why the lane's workers stopped (they could not start)
+        self._queued: set = set()
+        self._lock = threading.Lock()
+        self.pool = Pool(dataclasses.replace(config, scratch="", nice=NICE), workers)
+        self.alone = AloneAgain(config, workers)
+        self.pool.stream(self._event)
+
+    def add(self, key: tuple) -> None:
+        with self._lock:
+            if key in self._queued:
+                return
+            self._queued.add(key)
+        self.pool.add([(key[0], [key[1]])])
+
+    def queued(self) -> int:
+        with self._lock:
+            return len(self._queued)
+
+    def _event(self, event) -> None:
+        if event.kind == "case":
+            key = (event.overload, event.data["profile"])
+            with self._lock:
+                self.found[key] = event.data
+            self.alone.consider(key, event.data)
+            self.heard(self, key, event.data, False)
+        elif event.kind == "fatal":
+            with self._lock:
+                self.failure = self.failure or event.data.get("message")
+            self.pool.stop()
+
+    def drain(self, note=None) -> tuple[dict, str | None]:
+        """Wait for the lane's last task (none will be added) and its alone runs; (found, failure)."""
+        self.pool.drain()
+        self.pool.close()
+        self.alone.finish(self.found if self.failure is None else None, note,
+                          lambda key, record: self.heard(self, key, record, True))
+        return self.found, self.failure
+
+    def stop(self) -> None:
+        """Ctrl-C, SIGTERM, a fatal main phase, or done: no fresh worker is waited for."""
+        self.alone.abandon()
+        self.pool.close()
+
+
+class Confirmation:
+    """The confirmation's work, streamed beside the main phase (module doc): as the survey
+    records a failing case (:meth:`consider`), its first repeat and its native-path run are
+    queued, each later repeat when the one before it ends; each in a lane of its own."""
+
+    def __init__(self, config: WorkerConfig, workers: int, repeats: int, native: WorkerConfig | None):
+        self.config, self.times, self.workers = config, repeats, max(1, workers)
+        configs = [dataclasses.replace(config, purpose=f"repeat {index + 1}") for index in range(repeats)]
+        configs += [native] if native is not None else []
+        shares = _shares(self.workers, [self.workers] * len(configs))
+        self.lanes = [Lane(lane_config, count, self._heard) for lane_config, count in zip(configs, shares)]
+        self.native = self.lanes[-1] if native is not None else None
+        self._lacking: dict = {}  # (overload, profile) -> repeats it still lacks
+        self._passed: list = []  # repeats that passed, for the replays (:class:`.replay.Ahead`)
+        self._tracer = None
+        self._lock = threading.Lock()
+
+    def consider(self, name: str, case: dict) -> None:
+        """A case the survey recorded (or found finished in the results file): queue what
+        its confirmation still lacks (:func:`to_repeat`, :func:`to_baseline`)."""
+        if case["status"] not in model.FAILURES + (model.FLAKY,) or case["profile"] == "-":
+            return
+        key = (name, case["profile"])
+        lacking = self.times + 1 - len(case.get("repeats") or [case["status"]])
+        if lacking > 0:
+            with self._lock:
+                self._lacking.setdefault(key, lacking)
+            self.lanes[0].add(key)
+        if self.native is not None and "baseline" not in case:
+            self.native.add(key)
+
+    def _heard(self, lane: Lane, key: tuple, record: dict, alone: bool) -> None:
+        if lane is self.native:
+            return
+        index = self.lanes.index(lane)
+        passed = record.get("status") == model.PASS
+        with self._lock:
+            chained = not alone and index + 1 < self._lacking.get(key, 0)
+            if passed:
+                self._passed.append(key)
+            tracer = self._tracer
+        if chained:  # its next repeat, in the next lane: after this one, never beside it
+            self.lanes[index + 1].add(key)
+        if tracer is not None and passed:
+            tracer.passed(key)
+
+    def trace_with(self, tracer: "replay.Ahead") -> None:
+        """Hand the repeats that passed, so far and from now on, to ``tracer``."""
+        with self._lock:
+            self._tracer, passed = tracer, list(self._passed)
+        for key in passed:
+            tracer.passed(key)
+
+    def queued(self) -> list[int]:
+        """Tasks each lane was given so far."""
+        return [lane.queued() for lane in self.lanes]
+
+    def stop(self) -> None:
+        for lane in self.lanes:
+            lane.stop()
+
+
+def confirm(stream: Confirmation, record: ResultsFile, *, baseline_label: str | None, note=None,
+            culprits=None) -> dict:
+    """Settle the failures of ``record``'s finished overloads with what ``stream`` ran for
+    them, and trace the sticky errors; called once the main phase has ended.
 
     Records what it finds through ``record``; returns what was done, for the run's
-    provenance.
-
-    The repeat passes and the baseline pass run at the same time, each in a pool of workers
-    started for it (never the process that failed), at most ``workers`` workers in all,
-    taken first from the workers the survey started ahead on its idle slots (``ahead``,
-    :class:`Prestart`). What each pass runs is what it ran one after another: the passes of
-    the repeats differ only in when they run, and the baseline runs every main-pass
-    failure, each of which is still failing or FLAKY after its repeats. Their records are
-    applied in the order the passes had run one after another (repeats in order, the
-    baseline last, which counts a case as ``native_also`` against its status after its
-    repeats), and the results file is saved (``record.save()``) as each one is applied; a
-    repeat pass whose pool failed, or that brought nothing back, ends the repeats there as
-    before, and the later ones' records are dropped. So the census, the verdicts and every
-    case record are those of the passes run one after another. A suspect's replays start as
-    soon as a repeat of it passes (:class:`.replay.Ahead`), its repeats run first.
+    provenance. Each lane's records are applied once it has run its last task, in the order
+    passes had one after another (repeats in order, the baseline last, which counts a case
+    as ``native_also`` against its status after its repeats), and the results file is saved
+    (``record.save()``) as each one is applied; a repeat lane whose workers failed, or that
+    brought nothing back, ends the repeats there, and the later ones' records are dropped.
+    So the census, the verdicts and every case record are those of passes run one after
+    another. A suspect's replays start as soon as a repeat of it passes
+    (:class:`.replay.Ahead`).
     """
     clock = time.monotonic()
-    finished = record.finished
-    ahead = ahead or Prestart(config, workers, repeats, None)
+    finished, repeats, workers = record.finished, stream.times, stream.workers
+    for name, cases in sorted(finished.items()):  # queued as recorded already: idempotent
+        for case in cases:
+            stream.consider(name, case)
     repeat_passes = _plan_repeats(finished, repeats)
     base_pairs = to_baseline(finished) if baseline_label else []
     rep_figures = {"repeated": len(to_repeat(finished, repeats)), "times": repeats, "flaky": 0}
     base_figures = {"cases": len(base_pairs), "native_also": 0}
     known = culprits.known() if culprits else []
-    tracer = replay.Ahead(config, finished, workers, known, ahead.replay)
-    passes = [(config, _run_order(pairs, tracer.candidates), ahead.repeat, _passed_to(tracer))
-              for pairs in repeat_passes]
-    if base_pairs:
-        passes.append((native_config(config, overloads, native_route), _run_order(base_pairs, {}), ahead.native, None))
+    tracer = replay.Ahead(stream.config, finished, workers, known)
+    stream.trace_with(tracer)
+    lanes = stream.lanes[:len(repeat_passes)] + ([stream.native] if base_pairs else [])
+    queued = stream.queued()  # by the main phase's end
     starting = _pass_announcer(note, repeat_passes, base_pairs, repeats)
     applier = _in_order_applier(record, repeat_passes, base_pairs, rep_figures, base_figures)
-    ended_at: list = [None] * len(passes)  # seconds into the confirmation each pass ended
-
-    def ended(index: int, outcome: tuple) -> None:
-        ended_at[index] = round(time.monotonic() - clock, 1)
-        applier(index, outcome)
+    ended_at: list = []  # seconds after the main phase each lane had run its last task
+    if stream.native is not None:  # nothing more comes to the native lane: its workers end when done
+        stream.native.pool.end_input()
     try:
-        _run_concurrently(passes, workers, note, ended, starting)
+        for index, lane in enumerate(lanes):
+            starting(index)
+            outcome = lane.drain(note)
+            if index + 1 < len(repeat_passes):  # every repeat it queues there is queued now
+                lanes[index + 1].pool.end_input()
+            ended_at.append(round(time.monotonic() - clock, 1))
+            applier(index, outcome)
         done: dict = {"repeats": rep_figures}
         if replay.suspects(finished):  # FLAKY by a sticky error: left by an earlier case of its worker?
             # side by side, as many replays at once as the run has workers; culprits this stack
             # left before (the store's, :class:`flagos_doctor.store.Culprits`) tried first
-            done["replay"] = replay.trace(config, record, note, width=workers, known=known,
+            done["replay"] = replay.trace(stream.config, record, note, width=workers, known=known,
                                           remember=culprits.remember if culprits else None, ahead=tracer)
             record.save()
     finally:
+        stream.stop()
         tracer.close()
-        ahead.close()
     if baseline_label:
         done["baseline"] = {"label": baseline_label, **base_figures}
-    done["passes"] = {"count": len(passes), "at_once": min(len(passes), max(1, workers)), "workers": workers,
-                      "ended_s": ended_at}
-    return {**done, **_timing_figures(clock, tracer, ahead)}
+    done["passes"] = {"count": len(lanes), "at_once": len(lanes), "workers": workers, "ended_s": ended_at,
+                      "queued": queued}
+    return {**done, **_timing_figures(clock, tracer)}
 
 
-def _timing_figures(clock: float, tracer: "replay.Ahead", ahead: "Prestart") -> dict:
-    """When the replays started ahead ran and what the workers started ahead did, seconds
-    into the confirmation (``clock``): the figures to tune the confirmation by."""
+def _timing_figures(clock: float, tracer: "replay.Ahead") -> dict:
+    """When the replays started early ran, seconds into the confirmation (``clock``)."""
     figures: dict = {}
     if tracer.spans:
         figures["replay_ahead_s"] = [[round(a - clock, 1), round(b - clock, 1)] for a, b in tracer.spans]
-    figures["ahead"] = ahead.figures()
     figures["seconds"] = round(time.monotonic() - clock, 3)
     return figures
 
 
 def native_config(config: WorkerConfig, overloads: list[str], native_route: str | None) -> WorkerConfig:
     """The baseline pass's workers: the stack's native path (module doc)."""
-    return dataclasses.replace(config, baseline=True, baseline_overloads=list(overloads), native_route=native_route)
-
-
-def _run_order(pairs: list[tuple[str, dict]], candidates: dict) -> list[tuple[str, dict]]:
-    """The order a pass runs ``pairs`` in (its records are applied in ``pairs``' own): the
-    cases that may become replay suspects first (their replays start once a repeat of them
-    passes), then the longest first, as they took in the survey (a pass lasts at least its
-    longest case; started last, it would be added to the others')."""
-    return sorted(pairs, key=lambda pair: ((pair[0], pair[1]["profile"]) not in candidates,
-                                           -float(pair[1].get("seconds") or 0)))
-
-
-def _passed_to(tracer: "replay.Ahead"):
-    def seen(key: tuple, run: dict) -> None:
-        if run.get("status") == model.PASS:
-            tracer.passed(key)
-    return seen
-
-
-#: Workers :class:`Prestart` starts for each main-phase slot that runs out of tasks: the
-#: confirmation needs about twice the survey's worker count (its passes, a replay round)
-#: and the main phase frees at most one slot fewer than it has.
-PER_FREED_SLOT = 2
-
-
-class Prestart:
-    """The confirmation's workers, started ahead (:mod:`.reserve`): as each main-phase slot
-    runs out of tasks while others still run, workers are started where the confirmation
-    will need them most (:meth:`slot_freed`). Those workers have run nothing; the passes
-    and replays take them before starting their own (a worker a sticky error ends is
-    replaced by one of them too)."""
-
-    def __init__(self, config: WorkerConfig, workers: int, repeats: int, native: WorkerConfig | None,
-                 most: int | None = None):
-        self.workers, self.times = max(1, workers), repeats
-        self.repeat = Reserve(config, "repeat")
-        self.native = Reserve(native, "native") if native is not None else None
-        self.replay = Reserve(config, "replay")
-        #: the most workers alive at once the machine holds (sizing's memory limit): the
-        #: passes' and a replay round's, and what is left for the next round's, started ahead
-        self.most = most or 2 * self.workers
-        self.replay.most_kept = max(0, self.most - self.workers) // 4  # a round's top-up: see replay.py
-        self.freed = 0  # main-phase slots that ran out of tasks
-
-    def slot_freed(self, finished: dict[str, list[dict]]) -> None:
-        """A main-phase slot has no task left: start up to :data:`PER_FREED_SLOT` workers
-        where the confirmation needs them most, as the failures so far say: the repeat
-        passes' and the baseline's workers, a replay's first round when a failure left a
-        sticky error, then a spare for each worker such a failure ends in a repeat pass. No
-        more in all than the machine holds beside the main phase's workers still running."""
-        self.freed += 1
-        plan = _plan_repeats(finished, self.times)
-        sizes = [len(pairs) for pairs in plan] + ([len(to_baseline(finished))] if self.native else [])
-        if not any(sizes):
-            return
-        shares = _shares(self.workers, [max(1, size) for size in sizes])
-        sticky = sum(1 for pairs in plan[:1] for _, case in pairs if case.get("poison"))
-        wanted = [(self.repeat, sum(shares[:len(plan)])), (self.native, shares[-1] if self.native else 0),
-                  (self.replay, min(self.workers, self.most - self.workers) if sticky else 0),
-                  (self.repeat, sum(shares[:len(plan)]) + sticky * len(plan)),
-                  (self.native, shares[-1] + sticky if self.native else 0)]
-        allowed = min(PER_FREED_SLOT * self.freed, self.most - (self.workers - self.freed))
-        for reserve, want in wanted:
-            if reserve is None:
-                continue
-            while reserve.figures()["started"] < want and self._started() < allowed:
-                reserve.add(1)
-
-    def _started(self) -> int:
-        return sum(r.figures()["started"] for r in (self.repeat, self.native, self.replay) if r is not None)
-
-    def figures(self) -> dict:
-        return {reserve.label: reserve.figures() for reserve in (self.repeat, self.native, self.replay) if reserve}
-
-    def close(self) -> None:
-        for reserve in (self.repeat, self.native, self.replay):
-            if reserve is not None:
-                reserve.close()
+    return dataclasses.replace(config, baseline=True, baseline_overloads=list(overloads), native_route=native_route,
+                               purpose="native")
 
 
 def _pass_announcer(note, repeat_passes: list[list[tuple[str, dict]]], base_pairs: list[tuple[str, dict]],

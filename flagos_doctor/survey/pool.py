@@ -69,7 +69,15 @@ class WorkerConfig:
     shared_autotune: bool = True
     full_autotune: bool = False  # Triton's own timing budget per configuration (child/autotune_timing.py)
     compile_cap: float | None = None  # seconds of compiling a case may wait on; None: case_clock.compile_cap(timeout)
-    nice: int = 0  # the workers' niceness (started ahead: survey/reserve.py)
+    nice: int = 0  # the workers' niceness (started while the main phase runs: survey/confirm.py)
+    purpose: str = "main"  # what its workers are started for, in the worker log
+    log: "WorkerLog | None" = field(default=None, compare=False, repr=False)
+    #: the stack itself, resolved from ``stack`` once (a copy for another stack resolves its own)
+    resolved: "stacks.Stack | None" = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self):
+        if self.resolved is None or self.resolved.name != self.stack:
+            self.resolved = stacks.get(self.stack)
 
     def autotune_timing(self) -> dict:
         """How the workers' autotuners time each configuration, and who chose it."""
@@ -95,7 +103,7 @@ class WorkerConfig:
 
     def env(self, slot: int) -> dict:
         env = dict(os.environ)
-        stack = stacks.get(self.stack)
+        stack = self.resolved
         stack.prepare_env(env, self.conf, self.keep_env)
         if self.baseline:
             stack.prepare_baseline_env(env, self.baseline_overloads, self.native_route)
@@ -107,6 +115,33 @@ class WorkerConfig:
         if self.scratch:
             env[scratch.MARK_VAR] = self.scratch  # inherited by all it starts: found again after a kill -9
         return env
+
+
+class WorkerLog:
+    """Every worker process a survey starts: what for, when, what it ran, how long it sat idle.
+
+    One log a survey, carried by its :class:`WorkerConfig` (and every copy of it), so each
+    worker joins it as it starts, whoever starts it. Seconds count from the log's creation
+    (the survey command's start)."""
+
+    def __init__(self):
+        self.origin = time.monotonic()
+        self._lock = threading.Lock()
+        self._workers: list[WorkerProcess] = []
+
+    def add(self, worker: "WorkerProcess") -> None:
+        with self._lock:
+            self._workers.append(worker)
+
+    def seconds(self, when: float | None = None) -> float:
+        """``when`` (time.monotonic(); None: now) in seconds since the log's origin."""
+        return round((time.monotonic() if when is None else when) - self.origin, 2)
+
+    def records(self) -> list[dict]:
+        """One record a worker, in the order they started (the run's ``worker_log``)."""
+        with self._lock:
+            workers = list(self._workers)
+        return [worker.log_record(self) for worker in workers]
 
 
 @dataclass
@@ -136,7 +171,15 @@ class WorkerProcess:
         #: the cases a worker ran before it (:mod:`.replay`).
         self.id = f"{os.getpid():x}-{number}-{int(time.time()) % 100000:05d}"
         self.cases_started = 0
-        clock = time.monotonic()
+        clock = self.born = time.monotonic()
+        self.purpose = config.purpose
+        self.ready_at: float | None = None
+        self.ended_at: float | None = None
+        self.busy = 0.0  # seconds spent on requests (overloads, the listing)
+        self.first_case_at: float | None = None
+        self.last_case_at: float | None = None
+        if config.log is not None:
+            config.log.add(self)
         env = config.env(slot)
         # Every text from the stack (exception messages, stderr tails, paths) is scrubbed
         # of the secrets of the environment it ran in, before anything keeps it.
@@ -179,12 +222,29 @@ class WorkerProcess:
                               str(record.get("error", "")).split(": ", 1)[-1] if record.get("bad_input") else None,
                               record.get("where") or "--device")
         self.ready = record
-        self.start_seconds = time.monotonic() - clock
+        self.ready_at = time.monotonic()
+        self.start_seconds = self.ready_at - clock
+
+    def log_record(self, log: WorkerLog) -> dict:
+        """This worker in the survey's worker log (:class:`WorkerLog`): ``idle_s`` is the
+        time it was up and held no request."""
+        end = self.ended_at if self.ended_at is not None else time.monotonic()
+        record = {"id": self.id, "for": self.purpose, "started_s": log.seconds(self.born),
+                  "ready_s": None if self.ready_at is None else log.seconds(self.ready_at),
+                  "ended_s": log.seconds(end), "cases": self.cases_started, "busy_s": round(self.busy, 2),
+                  "idle_s": 0.0 if self.ready_at is None else round(max(0.0, end - self.ready_at - self.busy), 2)}
+        if self.first_case_at is not None:
+            record.update(first_case_s=log.seconds(self.first_case_at), last_case_s=log.seconds(self.last_case_at))
+        return record
 
     # -- the stack's own list ------------------------------------------------------------
     def registered(self) -> list[str]:
+        began = time.monotonic()
         self.child.send({"op": "list"})
-        record = self.scrub(self.child.recv(self.config.startup_timeout))
+        try:
+            record = self.scrub(self.child.recv(self.config.startup_timeout))
+        finally:
+            self.busy += time.monotonic() - began
         if record.get("record") != "registered":
             raise StackFailed(f"stack {self.config.stack!r} cannot list its overloads: {record.get('error')}")
         return record["overloads"]
@@ -197,7 +257,13 @@ class WorkerProcess:
         CRASH / TIMEOUT / poisoned ERROR was reported) or ``"idle"`` (the worker died or hung
         before starting any case of this request: nothing was recorded).
         """
-        report = self._scrubbing(report)
+        began = time.monotonic()
+        try:
+            return self._attempt(name, profiles, self._scrubbing(report))
+        finally:  # a worker the request ended was busy until it was gone
+            self.busy += (self.ended_at or time.monotonic()) - began
+
+    def _attempt(self, name: str, profiles: list[str] | None, report) -> str:
         in_flight = None
         self._offset = 0
         cap = self.config.compile_cap if self.config.compile_cap is not None else compile_cap(self.config.timeout)
@@ -214,6 +280,9 @@ class WorkerProcess:
                     self._offset = int(record.get("offset") or 0)
                     self._clock = CaseClock(self.config.timeout, cap)
                     self.cases_started += 1
+                    self.last_case_at = time.monotonic()
+                    if self.first_case_at is None:
+                        self.first_case_at = self.last_case_at
                     report(Event("start", name, {"profile": in_flight}))
                 elif kind == "wait":
                     if in_flight is not None:
@@ -263,7 +332,7 @@ class WorkerProcess:
         gives the route (dispatch / fallback lines) and the stderr tail."""
         text = self.captured_since(self._offset)
         route = model.ROUTE_UNKNOWN
-        if stacks.get(self.config.stack).log_evidence:
+        if self.config.resolved.log_evidence:
             route, _ = evidence.route_of(name, *evidence.counts_from_log(text, self.config.backend))
         rest = evidence.strip_evidence(text).strip()
         case = {"profile": profile, "status": status, "route": route, "detail": detail,
@@ -291,6 +360,7 @@ class WorkerProcess:
         if self.child is not None:
             self.child.__exit__(None, None, None)
             self.child = None
+            self.ended_at = time.monotonic()
         if self.capture is not None:
             os.close(self.capture)
             self.capture = None
@@ -317,6 +387,9 @@ class Pool:
         self.workers = max(1, workers)
         self.per_overload = per_overload
         self.events: queue.Queue = queue.Queue()
+        self.report = self.events.put  # every event, from the slots' threads (stream: a callback)
+        self._slots_started = 0  # stream: slots started so far, and those holding a task
+        self._busy = 0
         self._tasks = Schedule()  # an overload's other cases wait for its first, a family's for its sibling (schedule.py)
         self._limit = self.workers  # slots at or above it take no task (lower_limit)
         self._stop = threading.Event()
@@ -327,8 +400,6 @@ class Pool:
         self._prestarted: dict[int, threading.Thread] = {}
         self._given_up: set[str] = set()  # overloads with an overload-level record ("-"): skip their other tasks
         self._tasks_ready = threading.Event()
-        #: fresh workers started ahead (survey/reserve.py), taken before starting one
-        self.reserve = None
         self._own_scratch = None
         #: What surveys killed before left behind, cleaned now (:mod:`.scratch`).
         self.leftovers = scratch.clean_leftovers()
@@ -371,6 +442,7 @@ class Pool:
     def _prestarted_slot(self, slot: int) -> None:
         try:
             worker = self._fresh(slot)
+            worker.purpose = "main, started before its tasks were known"  # the log says why it may sit unused
         except StackFailed as exc:
             self._tasks_ready.wait()
             if not self._stop.is_set() and not self._tasks.empty() and slot < self._limit:
@@ -398,6 +470,46 @@ class Pool:
             thread.start()
         self._tasks_ready.set()
         return len(set(range(count)) | set(self._prestarted))
+
+    def stream(self, report) -> None:
+        """Take tasks as :meth:`add` gives them; ``report(Event)`` hears every event, from
+        the slots' threads. A slot (its thread, then its worker) starts only for a task that
+        no slot is free to take, so no worker starts that takes no task."""
+        self.report = report
+        self._tasks.hold_followers = self._tasks.hold_family = False  # in the order they come
+        self._tasks.stream(True)
+        self._tasks_ready.set()
+
+    def add(self, tasks: list[tuple]) -> None:
+        """More tasks for a streaming pool (:meth:`stream`)."""
+        self._tasks.put_all(tasks)
+        with self._live_lock:
+            if self._stop.is_set() or self._slots_started >= self.workers:
+                return
+            if self._tasks.count() <= self._slots_started - self._busy:
+                return  # a free slot takes it
+            slot = self._slots_started
+            self._slots_started += 1
+            thread = threading.Thread(target=self._slot, args=(slot, None), daemon=True, name="flagos-stream")
+            self._threads.append(thread)
+        thread.start()
+
+    def slots(self) -> int:
+        """Slots a streaming pool has started so far (each starts its worker for its first task)."""
+        with self._live_lock:
+            return self._slots_started
+
+    def end_input(self) -> None:
+        """No task will be added any more: each slot ends (and closes its worker) once out of tasks."""
+        self._tasks.stream(False)
+
+    def drain(self) -> None:
+        """:meth:`end_input`, then wait until every slot has run out of tasks."""
+        self.end_input()
+        with self._live_lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join()
 
     def lower_limit(self, slots: int) -> None:
         """Use only slots 0..slots-1 from now on (the device holds no more workers): the
@@ -430,7 +542,7 @@ class Pool:
 
     # -- one slot (a thread) ---------------------------------------------------------------
     def _slot(self, slot: int, worker: WorkerProcess | None) -> None:
-        report = self.events.put
+        report = self.report
         try:
             while not self._stop.is_set() and slot < self._limit:
                 task = self._tasks.take()
@@ -441,10 +553,14 @@ class Pool:
                     self._tasks.finished(task)
                     report(Event("end", name, {"slot": slot, "skipped": True}))
                     continue
+                with self._live_lock:
+                    self._busy += 1
                 try:
                     worker = self._run_overload(slot, worker, name, profiles, report)
                 finally:
                     self._tasks.finished(task)
+                    with self._live_lock:
+                        self._busy -= 1
                 if self.per_overload and worker is not None:
                     worker.close()
                     worker = None
@@ -460,12 +576,6 @@ class Pool:
             report(Event("slot_end", None, {"slot": slot}))
 
     def _fresh(self, slot: int) -> WorkerProcess:
-        if self.reserve is not None:  # started ahead, as fresh (survey/reserve.py)
-            worker = self.reserve.take()
-            if worker is not None:
-                with self._live_lock:
-                    self._live[slot] = worker
-                return worker
         failures = 0
         while True:
             try:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import time
 
-from flagos_doctor import stacks
 from flagos_doctor.results import document as results, model
 from flagos_doctor.survey import history
 
@@ -46,15 +45,14 @@ def found_record(found: dict) -> dict:
 
 def check_stack(options, config, found: dict) -> dict:
     """``found`` with the stack's checks run before any case (a child of their own)."""
-    stack = stacks.get(options.stack)
-    return {**found, **stack.check_before_cases(found, config.python, config.env(0))}
+    return {**found, **config.resolved.check_before_cases(found, config.python, config.env(0))}
 
 
-def stack_part(options, found: dict) -> dict:
+def stack_part(options, config, found: dict) -> dict:
     """``found`` with what the user said of the stack (``--torch-fl-commit``)."""
     if not options.torch_fl_commit:
         return found
-    return stacks.get(options.stack).given_commit(found, options.torch_fl_commit)
+    return config.resolved.given_commit(found, options.torch_fl_commit)
 
 
 def this_run(options, choice, config, workers, started: str, selected: int, task_size: str) -> dict:
@@ -109,6 +107,8 @@ def finish_run(provenance: dict, run: dict, ended: str, clock: float, workers, j
     run["ended"] = ended
     run["seconds"] = round(time.monotonic() - clock, 3)
     run["worker_starts"] = workers.start_figures()
+    if workers.config.log is not None:
+        run["worker_log"] = workers.config.log.records()
     run["compactions"] = journal.compactions
     run["schedule"] = workers.schedule_figures()
     provenance["ended"] = ended

@@ -83,18 +83,15 @@ def earlier_cases(finished: dict[str, list[dict]], case: dict) -> list[Case]:
     return [(name, profile) for _, name, profile in sorted(found)]
 
 
-def in_fresh_worker(config: WorkerConfig, sequence: list[Case], slot: int = 0, reserve=None) -> list[tuple]:
-    """Run ``sequence`` in order in one fresh worker (one started ahead by ``reserve``, a
-    :class:`~flagos_doctor.survey.reserve.Reserve`, when it has one), up to the first case
-    that reports a sticky error; each case's (overload, record). A worker that cannot
-    start, crashes or hangs ends the run there."""
+def in_fresh_worker(config: WorkerConfig, sequence: list[Case], slot: int = 0) -> list[tuple]:
+    """Run ``sequence`` in order in one fresh worker, up to the first case that reports a
+    sticky error; each case's (overload, record). A worker that cannot start, crashes or
+    hangs ends the run there."""
     folder = scratch.create()
     worker = None
     records: list[tuple] = []
     try:
-        worker = reserve.take() if reserve is not None else None
-        if worker is None:
-            worker = WorkerProcess(dataclasses.replace(config, scratch=folder), slot)
+        worker = WorkerProcess(dataclasses.replace(config, scratch=folder), slot)
 
         def seen(event) -> None:
             if event.kind == "case":
@@ -112,10 +109,11 @@ def in_fresh_worker(config: WorkerConfig, sequence: list[Case], slot: int = 0, r
     return records
 
 
-def replay(config: WorkerConfig, sequence: list[Case], slot: int = 0, reserve=None) -> bool:
+def replay(config: WorkerConfig, sequence: list[Case], slot: int = 0) -> bool:
     """Run ``sequence`` in order in one fresh worker (:func:`in_fresh_worker`); True when a
     case of it reported a sticky error (the error came back)."""
-    return any(record.get("poison") for _, record in in_fresh_worker(config, sequence, slot, reserve))
+    replaying = dataclasses.replace(config, purpose="replay", baseline=False)
+    return any(record.get("poison") for _, record in in_fresh_worker(replaying, sequence, slot))
 
 
 def narrow(config: WorkerConfig, earlier: list[Case], target: Case, log: list) -> Case | None:
@@ -208,45 +206,36 @@ def _span(node: Bisection) -> tuple[int, int]:
     return (sequence_start, node.hi)
 
 
-def replay_all(config: WorkerConfig, sequences: list[list[Case]], width: int, reserve=None) -> list[bool]:
+def replay_all(config: WorkerConfig, sequences: list[list[Case]], width: int) -> list[bool]:
     """:func:`replay` of each of ``sequences``, up to ``width`` side by side, each in its own
-    fresh worker (on the run's devices in turn; ``reserve``'s first); their answers in order."""
+    fresh worker (on the run's devices in turn); their answers in order."""
     if len(sequences) == 1 or width <= 1:
-        return [replay(config, sequence, reserve=reserve) for sequence in sequences]
+        return [replay(config, sequence) for sequence in sequences]
     slots = iter(range(len(sequences)))
     lock = threading.Lock()
 
     def one(sequence: list[Case]) -> bool:
         with lock:
             slot = next(slots)
-        return replay(config, sequence, slot, reserve)
+        return replay(config, sequence, slot)
 
     with ThreadPoolExecutor(max_workers=min(width, len(sequences)), thread_name_prefix="flagos-replay") as pool:
         return list(pool.map(one, sequences))
 
 
 def bisect_side_by_side(config: WorkerConfig, earlier: list[Case], target: Case, width: int,
-                        log: list, counts: dict, reserve=None) -> tuple[bool, Case | None]:
+                        log: list, counts: dict) -> tuple[bool, Case | None]:
     """(came back, culprit): the replay of every earlier case, then :class:`Bisection`, in
     rounds of replays side by side (module doc). ``log`` gets the replays on the
     bisection's own path, as :func:`narrow` logs them; ``counts`` the replays and rounds run.
-    With a ``reserve``, the next round's workers start while a round runs."""
+    Each round's workers start when the round does: a worker started ahead for a round the
+    bisection may never ask for would sit unused."""
     bisection = Bisection(earlier, proven=True)
-    if reserve is not None:
-        reserve.keep(width)
-    try:
-        return _bisect_rounds(config, earlier, target, width, log, counts, reserve, bisection)
-    finally:
-        if reserve is not None:
-            reserve.keep(0)
-
-
-def _bisect_rounds(config, earlier, target, width, log, counts, reserve, bisection) -> tuple[bool, Case | None]:
     first = True
     while first or not bisection.done:
         spans = _tests_ahead(bisection, max(1, width - 1) if first else max(1, width))
         sequences = ([earlier] if first else []) + [earlier[a:b] for a, b in spans]
-        answers = replay_all(config, [sequence + [target] for sequence in sequences], width, reserve)
+        answers = replay_all(config, [sequence + [target] for sequence in sequences], width)
         counts["replays"] += len(sequences)
         counts["rounds"] += 1
         if first:
@@ -286,8 +275,7 @@ def trace(config: WorkerConfig, record: ResultsFile, note=None, width: int = 1,
                  f"(it failed with {case['poison']!r} there and passed in fresh workers)")
         found = ahead.outcome(target, earlier) if ahead is not None else None
         if found is None:
-            found = trace_one(config, earlier, target, width, known, figures,
-                              ahead.reserve if ahead is not None else None)
+            found = trace_one(config, earlier, target, width, known, figures)
         came_back, culprit, log, from_known = found
         figures["runs"] += len(log)
         record.record_replay(case, len(log), len(earlier), came_back, known=from_known)
@@ -300,17 +288,17 @@ def trace(config: WorkerConfig, record: ResultsFile, note=None, width: int = 1,
     return figures
 
 
-def trace_one(config: WorkerConfig, earlier: list[Case], target: Case, width: int, known, figures: dict,
-              reserve=None) -> tuple[bool, Case | None, list, bool]:
+def trace_one(config: WorkerConfig, earlier: list[Case], target: Case, width: int, known,
+              figures: dict) -> tuple[bool, Case | None, list, bool]:
     """(came back, culprit, the replays on the bisection's path, found from a known culprit)
     for one suspect: a known culprit first, else the bisection. Records nothing."""
     log: list = []
-    culprit = _try_known(config, earlier, target, known, figures, reserve)
+    culprit = _try_known(config, earlier, target, known, figures)
     if culprit is not None:
         return True, culprit, [{"cases": 2, "came_back": True}], True
     if not earlier:  # no earlier case: nothing could have left it behind (the repeats ran it alone)
         return False, None, log, False
-    came_back, culprit = bisect_side_by_side(config, earlier, target, width, log, figures, reserve)
+    came_back, culprit = bisect_side_by_side(config, earlier, target, width, log, figures)
     return came_back, culprit, log, False
 
 
@@ -327,8 +315,8 @@ class Ahead:
     """
 
     def __init__(self, config: WorkerConfig, finished: dict[str, list[dict]], width: int,
-                 known: list[Case] = (), reserve=None):
-        self.config, self.width, self.known, self.reserve = config, width, list(known), reserve
+                 known: list[Case] = ()):
+        self.config, self.width, self.known = config, width, list(known)
         wanted = model.FAILURES
         #: the cases that may become suspects, and the earlier cases of their worker
         self.candidates = {(name, case["profile"]): earlier_cases(finished, case)[-MAX_REPLAY_CASES:]
@@ -355,8 +343,7 @@ class Ahead:
         figures = {"replays": 0, "rounds": 0, "known": 0}
         began = time.monotonic()
         try:
-            outcome = trace_one(self.config, self.candidates[target], target, self.width, self.known, figures,
-                                self.reserve)
+            outcome = trace_one(self.config, self.candidates[target], target, self.width, self.known, figures)
         except Exception:  # noqa: BLE001  (trace then runs it itself, and reports what it finds)
             outcome = None
         with self._lock:
@@ -378,15 +365,14 @@ class Ahead:
             return self._outcomes.get(target)
 
     def close(self) -> None:
-        """Wait for every replay started (their workers end before the reserve closes)."""
+        """Wait for every replay started."""
         with self._lock:
             threads = list(self._threads.values())
         for thread in threads:
             thread.join()
 
 
-def _try_known(config: WorkerConfig, earlier: list[Case], target: Case, known, figures: dict,
-               reserve=None) -> Case | None:
+def _try_known(config: WorkerConfig, earlier: list[Case], target: Case, known, figures: dict) -> Case | None:
     """The first culprit seen before on this stack (latest earlier case first) that, alone
     before ``target``, brings its error back; None when none of them is an earlier case or
     none does."""
@@ -394,7 +380,7 @@ def _try_known(config: WorkerConfig, earlier: list[Case], target: Case, known, f
     for culprit in [c for c in reversed(earlier) if tuple(c) in seen][:1]:
         figures["replays"] += 1
         figures["rounds"] += 1
-        if replay(config, [culprit, target], reserve=reserve):
+        if replay(config, [culprit, target]):
             figures["known"] += 1
             return culprit
     return None

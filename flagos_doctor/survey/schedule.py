@@ -82,7 +82,9 @@ class Schedule:
 
     def __init__(self, tasks: list[tuple] = (), hold_followers: bool = True, hold_family: bool = True):
         self._lock = threading.Lock()
+        self._added = threading.Condition(self._lock)
         self._closed = False
+        self._streaming = False  # tasks may still come (stream): take waits for them
         self._waiting: list[_Entry] = []  # in order
         self._families: dict[str, list[_Entry]] = {}  # family -> its entries not yet finished
         self._seen: set[str] = set()  # overloads with a task given
@@ -110,6 +112,13 @@ class Schedule:
                 self._count += 1
                 self._waiting.append(entry)
                 self._families.setdefault(entry.family, []).append(entry)
+            self._added.notify_all()
+
+    def stream(self, open_: bool) -> None:
+        """While open, :meth:`take` waits for tasks still to come instead of returning None."""
+        with self._lock:
+            self._streaming = open_
+            self._added.notify_all()
 
     def _overload_ready(self, entry: _Entry) -> bool:
         return entry.lead or entry.name in self._ended
@@ -128,6 +137,8 @@ class Schedule:
         """The next task, or None when none is left (or the schedule was closed): the first
         in the given order that waits for nothing, else the earliest (counted)."""
         with self._lock:
+            while not self._waiting and self._streaming and not self._closed:
+                self._added.wait()
             if not self._waiting or self._closed:
                 return None
             chosen = None
@@ -166,10 +177,16 @@ class Schedule:
         """Hand out nothing more: every later :meth:`take` returns None."""
         with self._lock:
             self._closed = True
+            self._added.notify_all()
 
     def empty(self) -> bool:
         with self._lock:
             return not self._waiting
+
+    def count(self) -> int:
+        """Tasks not yet taken."""
+        with self._lock:
+            return len(self._waiting)
 
     def figures(self) -> dict:
         """For the run's provenance: what was held, and how many went early for want of work."""

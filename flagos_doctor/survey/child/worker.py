@@ -57,7 +57,7 @@ def _set_parent_death_signal() -> None:
         pass
 
 
-#: A worker started ahead of its use (survey/reserve.py) runs at this niceness: its start
+#: A worker started while the main phase runs (survey/confirm.py) runs at this niceness: its start
 #: (the stack's import) takes only the cycles the main phase's compiles leave idle.
 NICE_VAR = "FLAGOS_DOCTOR_NICE"
 
