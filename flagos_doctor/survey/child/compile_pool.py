@@ -8,7 +8,14 @@ while most of the 16 sat idle.
 At the first ``_bench`` of an autotuning, the wrapper compiles the configurations that
 autotuning is about to time in forked children of the worker (``JITFunction.run(...,
 warmup=True)``: compile, launch nothing), which fill Triton's cache folder; then
-``_bench`` times each as before, and its launch finds the kernel there (a cache hit). Which
+``_bench`` times each as before, and its launch finds the kernel there (a cache hit). A
+child first runs the configuration's ``pre_hook`` on the launch's arguments, as ``_bench``
+does: FlagGems 5.0.2's Hopper ``mm`` passes host TMA descriptors whose block shape that
+hook sets, and the block shape is part of what Triton compiles, so without it every
+child's compilation failed (or compiled another kernel) and the worker compiled all 162
+configurations of ``mm [2d-f32]`` itself. The tuner's own ``pre_hook`` (``reset_to_zero``,
+``restore_value``) only changes tensor contents, which no compilation depends on: the
+children never run it (it would touch the device). Which
 configurations: those ``prune_configs`` gave the autotuning (wrapped to remember them),
 less, for FlagGems' ``LibTuner``, those whose timing its database already holds (it never
 times nor compiles them). So the same configurations are compiled, once each, and timed in
@@ -26,10 +33,14 @@ never touches it (Triton is told the device and stream; nothing launches) and le
 
 The compilations a child makes are not seen by the worker's compile listener: a case's
 ``triton`` figures count them as cache hits (``compile_cache_hits``), and its
-``compile_seconds`` leave them out (its ``seconds`` and ``autotune_seconds`` do not).
+``compile_seconds`` leave them out (its ``seconds`` and ``autotune_seconds`` do not). What
+each autotuning got is kept in :data:`AUTOTUNINGS` (configurations it timed, compiled and
+failed ahead, compiled by the worker inside ``_bench``, found in the cache there), and a
+case's ``compile_ahead`` (:func:`since`) says it for the autotunings of that case, with the
+pool off too (``compiled_ahead`` 0): whether the pool engaged is read there, not guessed.
 
 ``FLAGOS_DOCTOR_COMPILE_THREADS`` sets how many children an autotuning forks (default:
-the cores this process may use; ``1`` turns this off). :data:`EVENTS` counts what it did.
+the cores this process may use; ``1`` turns this off).
 """
 
 from __future__ import annotations
@@ -45,10 +56,14 @@ THREADS_VAR = "FLAGOS_DOCTOR_COMPILE_THREADS"
 #: How long the worker waits for its compiling children before it kills them and lets
 #: ``_bench`` compile what they had not (a compiler hung in a child delays, never stops).
 PATIENCE_SECONDS = 600.0
-#: What the children did for this process: autotunings compiled ahead, configurations
-#: compiled ahead, and those not compiled there (left to ``_bench``).
-EVENTS = {"autotunings": 0, "configurations": 0, "failed": 0}
+#: The figures of one autotuning (an entry of :data:`AUTOTUNINGS`), and of a case's.
+COUNTS = ("configurations", "compiled_ahead", "failed_ahead", "worker_compiled", "cache_hits")
+#: A case's ``compile_ahead`` lists at most this many autotunings (those of most configurations).
+LISTED = 8
+#: Every autotuning this process timed, in order: {"kernel", **COUNTS}.
+AUTOTUNINGS: list[dict] = []
 _lock = threading.Lock()
+_timing = threading.local()  # .entry: the AUTOTUNINGS entry whose _bench runs on this thread
 
 
 def threads() -> int:
@@ -63,21 +78,57 @@ def threads() -> int:
 
 
 def install() -> dict:
-    """Wrap the Triton the stack imported; what to put in provenance."""
+    """Wrap the Triton the stack imported; what to put in provenance. The autotunings are
+    counted (:data:`AUTOTUNINGS`) with the pool off too."""
     count = threads()
     module = sys.modules.get("triton.runtime.autotuner")
     tuner_class = getattr(module, "Autotuner", None)
     bench = getattr(tuner_class, "_bench", None)
     prune = getattr(tuner_class, "prune_configs", None)
-    if count <= 1:
-        return {"threads": 1}
     if not callable(bench) or not callable(prune):
         return {"threads": 1, "why": "this Triton has no Autotuner._bench or prune_configs"}
     if not getattr(prune, "_flagos_pool", False):
         tuner_class.prune_configs = _remembering(prune)
     if not getattr(bench, "_flagos_pool", False):
         tuner_class._bench = _compiling_first(bench, count)
+        _listen()
     return {"threads": count}
+
+
+def mark() -> int:
+    """Where this process's autotunings stand (for :func:`since`)."""
+    return len(AUTOTUNINGS)
+
+
+def since(before: int) -> dict | None:
+    """The autotunings since ``before`` (a :func:`mark`): their summed counts and the
+    largest :data:`LISTED` of them; None when there were none."""
+    with _lock:
+        entries = [dict(entry) for entry in AUTOTUNINGS[before:]]
+    if not entries:
+        return None
+    found = {key: sum(entry[key] for entry in entries) for key in COUNTS}
+    found["autotunings"] = sorted(entries, key=lambda entry: -entry["configurations"])[:LISTED]
+    return found
+
+
+def _listen() -> None:
+    """Count, on Triton's compile listener, the worker's compilations inside ``_bench``."""
+    knobs = getattr(sys.modules.get("triton"), "knobs", None)
+    compilation = getattr(knobs, "compilation", None)
+    if compilation is None or not hasattr(compilation, "listener"):
+        return
+    previous = compilation.listener
+
+    def on_compile(**kwargs):
+        entry = getattr(_timing, "entry", None)
+        if entry is not None:
+            with _lock:
+                entry["cache_hits" if kwargs.get("cache_hit") else "worker_compiled"] += 1
+        if previous is not None:
+            previous(**kwargs)
+
+    compilation.listener = on_compile
 
 
 def _remembering(prune):
@@ -94,33 +145,45 @@ def _remembering(prune):
 
 
 def _compiling_first(bench, count: int):
-    """``_bench`` that compiles the autotuning's configurations in a pool at its first call."""
+    """``_bench`` that compiles the autotuning's configurations in a pool at its first call,
+    and counts what the worker compiled or found in the cache in each call."""
 
     def _bench(tuner, *args, config, **meta):
         pending = getattr(tuner, "_flagos_pruned", None)
         if pending:
             tuner._flagos_pruned = None  # once an autotuning: the next prune_configs sets it again
             configs = [c for c in pending if _will_time(tuner, c, meta)]
-            if len(configs) > 1:
-                compile_ahead(tuner, args, meta, configs, count)
-        return bench(tuner, *args, config=config, **meta)
+            name = getattr(getattr(tuner, "base_fn", None), "__name__", None) or type(tuner).__name__
+            entry = {"kernel": name, **dict.fromkeys(COUNTS, 0), "configurations": len(configs)}
+            with _lock:
+                AUTOTUNINGS.append(entry)
+            tuner._flagos_entry = entry
+            if count > 1 and len(configs) > 1:
+                entry["compiled_ahead"] = compile_ahead(tuner, args, meta, configs, count)
+                entry["failed_ahead"] = len(configs) - entry["compiled_ahead"]
+        outer = getattr(_timing, "entry", None)
+        _timing.entry = getattr(tuner, "_flagos_entry", None)
+        try:
+            return bench(tuner, *args, config=config, **meta)
+        finally:
+            _timing.entry = outer
 
     _bench._flagos_pool = True
     _bench.__wrapped__ = bench
     return _bench
 
 
-def compile_ahead(tuner, args: tuple, meta: dict, configs: list, count: int) -> None:
+def compile_ahead(tuner, args: tuple, meta: dict, configs: list, count: int) -> int:
     """Compile ``configs`` of ``tuner`` for ``args`` in up to ``count`` forked children
     (module doc); they fill Triton's cache folder, and the autotuner's own launches then
-    find each kernel there."""
+    find each kernel there. How many they compiled."""
     from triton.runtime import driver
 
     try:
         device = driver.active.get_current_device()
         stream = driver.active.get_current_stream(device)
     except Exception:
-        return  # no device to compile for: _bench compiles as before
+        return 0  # no device to compile for: _bench compiles as before
     jit_function = tuner.fn
     while not hasattr(jit_function, "device_caches") and hasattr(jit_function, "fn"):
         jit_function = jit_function.fn  # through Heuristics and the like
@@ -136,11 +199,7 @@ def compile_ahead(tuner, args: tuple, meta: dict, configs: list, count: int) -> 
             if pid == 0:
                 _in_child(tuner, args, meta, share, device, stream)  # never returns
             children[pid] = len(share)
-    compiled = _wait(children)
-    with _lock:
-        EVENTS["autotunings"] += 1
-        EVENTS["configurations"] += compiled
-        EVENTS["failed"] += len(configs) - compiled
+    return _wait(children)
 
 
 def _in_child(tuner, args: tuple, meta: dict, share: list, device, stream) -> None:
@@ -165,6 +224,8 @@ def _in_child(tuner, args: tuple, meta: dict, share: list, device, stream) -> No
         for config in share:
             try:
                 current = dict(meta, **config.all_kwargs())
+                if config.pre_hook:  # as _bench does: it may set what is compiled (module doc)
+                    config.pre_hook({**(tuner.nargs or {}), **current})
                 current["warmup"] = True
                 tuner.fn.run(*args, **current)
                 compiled += 1
