@@ -8,14 +8,7 @@ while most of the 16 sat idle.
 At the first ``_bench`` of an autotuning, the wrapper compiles the configurations that
 autotuning is about to time in forked children of the worker (``JITFunction.run(...,
 warmup=True)``: compile, launch nothing), which fill Triton's cache folder; then
-``_bench`` times each as before, and its launch finds the kernel there (a cache hit). A
-child first runs the configuration's ``pre_hook`` on the launch's arguments, as ``_bench``
-does: FlagGems 5.0.2's Hopper ``mm`` passes host TMA descriptors whose block shape that
-hook sets, and the block shape is part of what Triton compiles, so without it every
-child's compilation failed (or compiled another kernel) and the worker compiled all 162
-configurations of ``mm [2d-f32]`` itself. The tuner's own ``pre_hook`` (``reset_to_zero``,
-``restore_value``) only changes tensor contents, which no compilation depends on: the
-children never run it (it would touch the device). Which
+``_bench`` times each as before, and its launch finds the kernel there (a cache hit). Which
 configurations: those ``prune_configs`` gave the autotuning (wrapped to remember them),
 less, for FlagGems' ``LibTuner``, those whose timing its database already holds (it never
 times nor compiles them). So the same configurations are compiled, once each, and timed in
@@ -24,10 +17,18 @@ compilation fails in a child is left to ``_bench``, which compiles it again and 
 before. Every compilation still goes through ``triton.compile`` and so through the survey's
 compile lock (:mod:`.compile_lock`), so no two workers compile one kernel at once.
 
-Processes, not threads: on the H200 (Triton 3.6) 16 threads of one worker compiled the
-22 large ``mm [1d-f32]`` kernels 2.3 times faster than one after another, but the 162
-small ones of ``mm [2d-f32]`` no faster (their time is in passes that hold the GIL), and
-the whole cold survey was no faster. A forked child holds the parent's CUDA context but
+A child compiles what ``_bench`` will launch, so it first runs the configuration's
+``pre_hook`` on the launch's arguments, as ``_bench`` does: FlagGems 5.0.2's Hopper ``mm``
+passes host TMA descriptors made with a dummy block shape that this hook sets, and the
+block shape is part of what Triton compiles. Without it every child's compilation of
+``mm_kernel_general_host_tma`` failed (a [1, 1] block), and on the H200 the worker compiled
+all 162 configurations of ``mm [2d-f32]`` itself; the tests' fixture kernel had no hook.
+The tuner's own ``pre_hook`` (``reset_to_zero``, ``restore_value``) changes only tensor
+contents, which nothing compiled depends on, and would touch the device: not run.
+
+Processes, not threads: threads of one worker compiled the 22 large ``mm [1d-f32]``
+kernels on the H200 (Triton 3.6) 2.3 times faster than one after another, and compiling
+holds the GIL for much of its time. A forked child holds the parent's CUDA context but
 never touches it (Triton is told the device and stream; nothing launches) and leaves with
 ``os._exit``.
 
