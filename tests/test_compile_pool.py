@@ -126,10 +126,10 @@ def test_an_autotuners_configurations_compile_side_by_side_once_each_and_the_sam
     assert serial["compiles"] == 8 and serial["cache_hits"] == 0
     assert {pid for pid, _, _ in serial["log"]} == {serial["pid"]} and overlapping(serial["log"]) == 0
     assert serial["autotunings"] == [{"kernel": "add_one", "configurations": 8, "compiled_ahead": 0,
-                                      "failed_ahead": 0, "worker_compiled": 8, "cache_hits": 0}]
+                                      "failed_ahead": 0, "timed": 8, "worker_compiled": 8, "cache_hits": 0}]
     # with it: in 4 forked children at once; the worker's own launches load them from the cache
     assert pooled["autotunings"] == [{"kernel": "add_one", "configurations": 8, "compiled_ahead": 8,
-                                      "failed_ahead": 0, "worker_compiled": 0, "cache_hits": 8}]
+                                      "failed_ahead": 0, "timed": 8, "worker_compiled": 0, "cache_hits": 8}]
     assert pooled["compiles"] == 0 and pooled["cache_hits"] == 8
     pids = {pid for pid, _, _ in pooled["log"]}
     assert len(pids) == 4 and pooled["pid"] not in pids
@@ -267,12 +267,12 @@ def test_flag_gems_libtuner_kernels_compile_ahead_under_the_keys_the_worker_look
         assert len(children) == len(set(children)) == count, kernel
         assert sorted(worker) == sorted((key, True) for key in children), kernel
         assert entries[kernel] == {"kernel": kernel, "configurations": count, "compiled_ahead": count,
-                                   "failed_ahead": 0, "worker_compiled": 0, "cache_hits": count}
+                                   "failed_ahead": 0, "timed": count, "worker_compiled": 0, "cache_hits": count}
     # the configuration that does not compile fails ahead, and again in the worker (as before)
     children, worker = compilations(found, "at_most_128")
     assert len(set(children)) == 3 and sorted(worker) == sorted((key, True) for key in children)
     assert entries["at_most_128"] == {"kernel": "at_most_128", "configurations": 4, "compiled_ahead": 3,
-                                      "failed_ahead": 1, "worker_compiled": 0, "cache_hits": 3}
+                                      "failed_ahead": 1, "timed": 4, "worker_compiled": 0, "cache_hits": 3}
 
 
 def test_without_the_pool_the_worker_compiles_every_configuration_and_says_so(tmp_path):

@@ -35,8 +35,10 @@ never touches it (Triton is told the device and stream; nothing launches) and le
 The compilations a child makes are not seen by the worker's compile listener: a case's
 ``triton`` figures count them as cache hits (``compile_cache_hits``), and its
 ``compile_seconds`` leave them out (its ``seconds`` and ``autotune_seconds`` do not). What
-each autotuning got is kept in :data:`AUTOTUNINGS` (configurations it timed, compiled and
-failed ahead, compiled by the worker inside ``_bench``, found in the cache there), and a
+each autotuning got is kept in :data:`AUTOTUNINGS` (configurations it was to time,
+compiled and failed ahead, timed, and compiled by the worker inside ``_bench`` or found in
+the cache there; fewer are timed where another worker's timings reached FlagGems' database
+meanwhile: ``LibTuner`` reads them there, as on the H200 ``mm`` and ``mm.out`` did), and a
 case's ``compile_ahead`` (:func:`since`) says it for the autotunings of that case, with the
 pool off too (``compiled_ahead`` 0): whether the pool engaged is read there, not guessed.
 
@@ -58,7 +60,7 @@ THREADS_VAR = "FLAGOS_DOCTOR_COMPILE_THREADS"
 #: ``_bench`` compile what they had not (a compiler hung in a child delays, never stops).
 PATIENCE_SECONDS = 600.0
 #: The figures of one autotuning (an entry of :data:`AUTOTUNINGS`), and of a case's.
-COUNTS = ("configurations", "compiled_ahead", "failed_ahead", "worker_compiled", "cache_hits")
+COUNTS = ("configurations", "compiled_ahead", "failed_ahead", "timed", "worker_compiled", "cache_hits")
 #: A case's ``compile_ahead`` lists at most this many autotunings (those of most configurations).
 LISTED = 8
 #: Every autotuning this process timed, in order: {"kernel", **COUNTS}.
@@ -123,7 +125,9 @@ def _listen() -> None:
 
     def on_compile(**kwargs):
         entry = getattr(_timing, "entry", None)
-        if entry is not None:
+        # only the tuned kernel: do_bench's L2 flush may compile the stack's own fill kernel
+        name = (kwargs.get("metadata") or {}).get("name") or getattr(kwargs.get("src"), "name", None)
+        if entry is not None and name in (entry["kernel"], None):
             with _lock:
                 entry["cache_hits" if kwargs.get("cache_hit") else "worker_compiled"] += 1
         if previous is not None:
@@ -164,6 +168,8 @@ def _compiling_first(bench, count: int):
                 entry["failed_ahead"] = len(configs) - entry["compiled_ahead"]
         outer = getattr(_timing, "entry", None)
         _timing.entry = getattr(tuner, "_flagos_entry", None)
+        if _timing.entry is not None:
+            _timing.entry["timed"] += 1
         try:
             return bench(tuner, *args, config=config, **meta)
         finally:
