@@ -283,3 +283,24 @@ def test_without_the_pool_the_worker_compiles_every_configuration_and_says_so(tm
         "mm_kernel_general_host_tma": (0, 2, 0), "mm_kernel_general": (0, 2, 0), "bmm_kernel": (0, 2, 0),
         "at_most_128": (0, 3, 0)}
     assert all(pid == found["pid"] for pid, *_ in found["log"])
+
+
+def test_the_h200_run_compiled_no_configuration_in_a_worker_and_kept_the_census():
+    """surveys/h200/compile-ahead-mm-cold.results.json (its README row): the pool on, cold,
+    mm / mm.out / addmm / bmm. Its census lines are the full committed survey's for those
+    overloads, and no autotuning of 20 or more configurations compiled any in a worker."""
+    from flagos_doctor.results import census, document
+
+    def lines(path, names):
+        doc = document.load(os.path.join(REPO_ROOT, path))
+        return doc, census.census_text({name: doc["overloads"][name] for name in names})
+
+    names = ("mm", "mm.out", "addmm", "bmm")
+    run, ours = lines("surveys/h200/compile-ahead-mm-cold.results.json", names)
+    _, full = lines("surveys/results/flag_gems-5.0.2-h200-harness6.json", names)
+    assert ours == full and len(ours.splitlines()) == 28
+    large = [entry for name in names for case in run["overloads"][name]["cases"]
+             for entry in (case.get("compile_ahead") or {}).get("autotunings", []) if entry["configurations"] >= 20]
+    assert len(large) == 11 and {entry["kernel"] for entry in large} == {"mm_kernel_general_host_tma", "mm_kernel_general"}
+    assert all(entry["worker_compiled"] == 0 and entry["compiled_ahead"] + entry["failed_ahead"] == entry["configurations"]
+               for entry in large)
