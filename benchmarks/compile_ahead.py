@@ -9,6 +9,14 @@ twice on fresh caches: ``FLAGOS_DOCTOR_COMPILE_THREADS=T`` and ``=1``. Prints ea
 autotuning wall (the three FlagGems kernels), and per kernel its wall and what its
 configurations got (compiled ahead, failed ahead, timed, compiled by the worker, cache hits). No GPU needed: Triton compiles for sm_90 without one.
 A measurement, not a test: the speed-up depends on the cores free.
+
+Measured at h43a (2026-12-04) on a 2-core machine shared with other jobs (load 6 to 9), so
+the pool had no free core to use: ``--count 12``: the three kernels' autotunings 190.1 s
+pooled against 400.2 s serial (``mm_kernel_general`` 156.6 / 329.8 s, ``bmm_kernel`` 9.9 /
+57.6 s, but ``mm_kernel_general_host_tma`` 23.6 / 12.7 s); ``--count 8``: 366.5 / 365.8 s
+(host TMA 20.5 / 11.1 s). Every configuration compiled once, ahead, found in the cache by
+the worker, in both runs. On the H200 (16 cores) the same pool took ``mm [2d-f32]`` from
+166.6-218.6 s to 58.6 s (surveys/h200/README.md, ``compile-ahead-mm-cold``).
 """
 
 from __future__ import annotations
