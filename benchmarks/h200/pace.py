@@ -40,11 +40,24 @@ def survey_figures(doc: dict) -> dict:
         "worker_starts": runs[-1].get("worker_starts"),
         "confirm": runs[-1].get("confirm"),
         "compile_pool": doc["provenance"].get("compile_pool"),
+        "worker_compiled_share": worker_compiled_share(case for _, case in cases),
         "case_seconds_sum": round(sum(case.get("seconds") or 0 for _, case in cases), 2),
         "slowest_cases": [{"overload": name, "profile": case["profile"], "seconds": case.get("seconds"),
                            "compile_seconds": (case.get("triton") or {}).get("compile_seconds"),
-                           "compiles": (case.get("triton") or {}).get("compiles")} for name, case in slowest],
+                           "compiles": (case.get("triton") or {}).get("compiles"),
+                           "compile_ahead": {k: v for k, v in (case.get("compile_ahead") or {}).items() if k != "autotunings"}}
+                          for name, case in slowest],
     }
+
+
+def worker_compiled_share(cases) -> dict:
+    """Of the autotunings of 20 or more configurations (each case's ``compile_ahead``), how
+    many, and the largest share of its configurations one compiled in the worker itself
+    (issue 43: at most 10%)."""
+    large = [entry for case in cases for entry in (case.get("compile_ahead") or {}).get("autotunings", [])
+             if entry["configurations"] >= 20]
+    return {"autotunings": len(large),
+            "largest": max((round(e["worker_compiled"] / e["configurations"], 3) for e in large), default=None)}
 
 
 def device_name() -> str | None:

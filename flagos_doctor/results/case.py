@@ -57,6 +57,7 @@ FIELDS: dict[str, Field] = {
     "seconds": Field(NUMBER, WORKER),  # the case's wall time (left out of the census)
     "device_seconds": Field(NUMBER, WORKER),
     "triton": Field((dict,), WORKER),  # Triton's compile and autotune figures
+    "compile_ahead": Field((dict,), WORKER),  # its autotunings' configurations compiled ahead or not (compile_pool.py)
     "poison": Field((str,), WORKER),  # the sticky device error that ended the worker's context
     "stderr_tail": Field((str,), WORKER),
     "signal": Field((str,), WORKER),  # a CRASH: the signal that killed the worker

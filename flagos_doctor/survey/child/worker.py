@@ -34,6 +34,7 @@ from flagos_doctor.channel import ChildChannel
 from flagos_doctor.errors import BadInput
 from flagos_doctor import stacks
 from flagos_doctor.stacks import evidence
+from flagos_doctor.survey.child import compile_pool
 from flagos_doctor.results import case as case_record, model
 
 #: Messages that say the device context is dead (as upstream harness v4, plus HIP's words):
@@ -139,8 +140,6 @@ class Worker:
         from flagos_doctor.survey.child.triton_timing import TritonTimes
 
         timing = autotune_timing.install(request.get("autotune_timing") or "short")
-        from flagos_doctor.survey.child import compile_pool
-
         pooled = compile_pool.install()  # inside the autotune figures and waits wrapped below
         times = TritonTimes()
         self.triton_times = times if times.install() else None
@@ -192,6 +191,7 @@ class Worker:
     def case(self, name: str, profile: str, offset: int) -> dict:
         clock = time.perf_counter()
         triton_before = self.triton_times.snapshot() if self.triton_times else None
+        autotunings_before = compile_pool.mark()
         before = self.stack.begin_case()
         if self.compile_wait is not None:
             self.compile_wait.case(True)
@@ -226,6 +226,9 @@ class Worker:
             triton = self.triton_times.since(triton_before)
             if triton:
                 record["triton"] = triton
+        compile_ahead = compile_pool.since(autotunings_before)
+        if compile_ahead:
+            record["compile_ahead"] = compile_ahead
         poison = POISON_RE.search(f"{record['detail']}\n{evidence.strip_evidence(captured)}")
         if poison:
             if status != model.ERROR:
