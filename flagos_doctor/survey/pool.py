@@ -190,8 +190,14 @@ class WorkerProcess:
             if self.capture is not None:
                 os.close(self.capture)
             raise
-        self.ready: dict | None = None
-        self.start_seconds: float | None = None  # spawn to ready: mostly the stack's import
+        self.ready: dict = self._handshake(list_only)
+        self.ready_at = time.monotonic()
+        self.start_seconds: float = self.ready_at - clock  # spawn to ready: mostly the stack's import
+
+    def _handshake(self, list_only: bool) -> dict:
+        """Send the worker its setup and wait for its ready record; a worker that does not
+        get there is closed and the survey told why (:class:`StackFailed`)."""
+        config = self.config
         try:
             self.child.send(
                 {
@@ -221,9 +227,7 @@ class WorkerProcess:
             raise StackFailed(f"stack {config.stack!r} failed to start: {record.get('error')}", bool(record.get("missing")),
                               str(record.get("error", "")).split(": ", 1)[-1] if record.get("bad_input") else None,
                               record.get("where") or "--device")
-        self.ready = record
-        self.ready_at = time.monotonic()
-        self.start_seconds = self.ready_at - clock
+        return record
 
     def log_record(self, log: WorkerLog) -> dict:
         """This worker in the survey's worker log (:class:`WorkerLog`): ``idle_s`` is the
