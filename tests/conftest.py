@@ -42,6 +42,10 @@ os.environ["PYTHONPATH"] = checkout_first(os.environ.get("PYTHONPATH"))
 # mode would otherwise add annotations to every pinned stdout (test_compare_github.py turns it on).
 for _github in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY"):
     os.environ.pop(_github, None)
+# Nor on the launcher: pytest-xdist sets COLUMNS=80 in its workers, which a child's --help
+# (rendered to that width) then inherits, and a plain pytest does not.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
 # A run a test starts without --store files its results in this process's own store: never
 # the user's (~/.local/share/flagos-doctor/results), nor another xdist worker's, so no test
 # reads what another test, in another order or process, left there.
@@ -61,6 +65,9 @@ def run_cli(*args, env=None, cwd=None, timeout=600, input=None):
     # The CLI under test is this checkout's, whatever is installed: without this, a child
     # started in a temporary folder imported an editable install of another clone.
     full_env["PYTHONPATH"] = checkout_first(full_env.get("PYTHONPATH"))
+    # Without input, stdin is empty, not the runner's: a terminal there set --help's width
+    # (80 columns under one CI launcher, 100 under another).
+    feed = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
     return subprocess.run(
         [sys.executable, "-m", "flagos_doctor", *args],
         capture_output=True,
@@ -68,7 +75,7 @@ def run_cli(*args, env=None, cwd=None, timeout=600, input=None):
         env=full_env,
         cwd=cwd,
         timeout=timeout,
-        input=input,
+        **feed,
     )
 
 

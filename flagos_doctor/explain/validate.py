@@ -80,9 +80,11 @@ INNER_FIELDS = {
     "driver": {"raised": _TEXT},
     "final": {"probes": Each({"name": Required(str), "kind": str, "final": _VALUE, "original_value": _VALUE,
                               "call": _ANSWER, "original_call": _ANSWER}),
-              "facts": {"env": Each({"final": Required(_TEXT), "original": _TEXT}, keys=True), "native_cuda_available": _ANSWER,
-                        "cuda_maps_to": _ANSWER, "device_count": _ANSWER, "decisions": Each(_DECISION),
-                        "reads": Each(dict), "triton": (dict, type(None))}},
+              # null facts: a run that recorded none (no decisions), explained as such
+              "facts": ({"env": Each({"final": Required(_TEXT), "original": _TEXT}, keys=True),
+                         "native_cuda_available": _ANSWER, "cuda_maps_to": _ANSWER, "device_count": _ANSWER,
+                         "decisions": Each(_DECISION), "reads": Each(dict), "triton": (dict, type(None))},
+                        type(None))},
 }
 
 
