@@ -294,7 +294,7 @@ case "$step" in
             timeout 400 python3 -m flagos_doctor survey --stack flag_gems --routes flag_gems \
             -o "$phase.json" --census "$phase.census" 2> "$run_dir/$phase.log")
           tail -5 "$run_dir/$phase.log"
-          cp "$run_dir/$phase.census" "$OUT/survey-full-$phase.census"
+          cp "$run_dir/$phase.census" "$OUT/survey-full-$phase.census"; cp "$run_dir/$phase.json" "$OUT/survey-full-$phase.results.json"
         done
         cmp "$run_dir/cold.census" "$run_dir/warm.census" && echo "census byte-identical: yes"
         sha256sum "$run_dir"/*.census
