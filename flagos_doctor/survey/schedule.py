@@ -17,7 +17,7 @@ would have found the first's result in the shared autotuning cache
 are reused across processes once written). The cases there added up to 4,987 s over 16
 workers, 312 s even if perfectly packed, so the target of 300 s needed less work, not only
 better packing (``child/autotune_timing.py`` did that: 2,343 s, and with this rule
-``mm.out`` ``2d-f32`` took 0.0 s after ``mm``'s 142 s, ``surveys/h200/survey-full-cold.json``).
+``mm.out`` ``2d-f32`` took 0.0 s after ``mm``'s 142 s, ``surveys/h200/survey-full-cold-bba6dee.json``).
 So a task of a family member for profile P also waits while another task
 of the same family and profile P is running, or is earlier in the order and not yet
 finished. A task for every profile (None) is treated as being for each of them.
