@@ -25,7 +25,11 @@ main phase keeps the cores it needs) start only for a task waiting that no worke
 lane is free to take, the run's worker count shared among the lanes. A case's repeats run
 side by side in distinct fresh workers, as the passes did before lanes (chained, each
 waiting for the one before, they put a worker start and a case per repeat on the run's
-critical path: torch_fl warm on the H200 73 s -> 101 s). Once the main phase has ended,
+critical path: torch_fl warm on the H200 73 s -> 101 s). A run with fewer workers than
+repeats (``--workers 1``: one process at a time is what the device holds) chains them: a
+case's next repeat is queued in the next lane when one ends, never beside it, so a case
+whose outcome depends on its calls' order sees them in the order of passes run in turn.
+Once the main phase has ended,
 :func:`confirm` applies each lane's records as it runs out of tasks, in the order passes
 had one after another: the records and the census are those of passes run in turn.
 
@@ -264,7 +268,8 @@ class Lane:
 class Confirmation:
     """The confirmation's work, streamed beside the main phase (module doc): as the survey
     records a failing case (:meth:`consider`), its repeats and its native-path run are
-    queued, each in a lane of its own."""
+    queued, each in a lane of its own; with fewer workers than repeats (``chained``) its
+    first repeat only, each later one when the one before it ends."""
 
     def __init__(self, config: WorkerConfig, workers: int, repeats: int, native: WorkerConfig | None):
         self.config, self.times, self.workers = config, repeats, max(1, workers)
@@ -273,6 +278,8 @@ class Confirmation:
         shares = _shares(self.workers, [self.workers] * len(configs))
         self.lanes = [Lane(lane_config, count, self._heard) for lane_config, count in zip(configs, shares)]
         self.native = self.lanes[-1] if native is not None else None
+        self.chained = self.workers < repeats
+        self._lacking: dict = {}  # (overload, profile) -> repeats it still lacks (chained)
         self._passed: list = []  # repeats that passed, for the replays (:class:`.replay.Ahead`)
         self._tracer = None
         self._lock = threading.Lock()
@@ -284,7 +291,12 @@ class Confirmation:
             return
         key = (name, case["profile"])
         lacking = self.times + 1 - len(case.get("repeats") or [case["status"]])
-        for lane in self.lanes[:max(0, min(lacking, self.times))]:  # pass i: the cases lacking more than i
+        repeat_lanes = self.lanes[:max(0, min(lacking, self.times))]  # pass i: the cases lacking more than i
+        if self.chained and repeat_lanes:
+            with self._lock:
+                self._lacking.setdefault(key, len(repeat_lanes))
+            repeat_lanes = repeat_lanes[:1]
+        for lane in repeat_lanes:
             lane.add(key)
         if self.native is not None and "baseline" not in case:
             self.native.add(key)
@@ -292,11 +304,16 @@ class Confirmation:
     def _heard(self, lane: Lane, key: tuple, record: dict, alone: bool) -> None:
         if lane is self.native:
             return
+        index = self.lanes.index(lane)
         passed = record.get("status") == model.PASS
         with self._lock:
+            # an alone rerun replaces a record whose arrival already queued the next repeat
+            after = self.chained and not alone and index + 1 < self._lacking.get(key, 0)
             if passed:
                 self._passed.append(key)
             tracer = self._tracer
+        if after:
+            self.lanes[index + 1].add(key)
         if tracer is not None and passed:
             tracer.passed(key)
 
@@ -310,6 +327,14 @@ class Confirmation:
     def queued(self) -> list[int]:
         """Tasks each lane was given so far."""
         return [lane.queued() for lane in self.lanes]
+
+    def end_input(self, passes: int) -> None:
+        """The main phase has ended: nothing more comes to a lane (but to a chained repeat's,
+        until the lane before it is drained), so its workers end when done."""
+        waiting = self.lanes[1:passes] if self.chained else []
+        for lane in self.lanes:
+            if lane not in waiting:
+                lane.pool.end_input()
 
     def stop(self) -> None:
         for lane in self.lanes:
@@ -348,12 +373,13 @@ def confirm(stream: Confirmation, record: ResultsFile, *, baseline_label: str | 
     starting = _pass_announcer(note, repeat_passes, base_pairs, repeats)
     applier = _in_order_applier(record, repeat_passes, base_pairs, rep_figures, base_figures)
     ended_at: list = []  # seconds after the main phase each lane had run its last task
-    for lane in stream.lanes:  # nothing more comes to any lane: its workers end when done
-        lane.pool.end_input()
+    stream.end_input(len(repeat_passes))
     try:
         for index, lane in enumerate(lanes):
             starting(index)
             outcome = lane.drain(note)
+            if stream.chained and index + 1 < len(repeat_passes):  # it queued its last repeat there
+                lanes[index + 1].pool.end_input()
             ended_at.append(round(time.monotonic() - clock, 1))
             applier(index, outcome)
         done: dict = {"repeats": rep_figures}
