@@ -249,8 +249,11 @@ def test_sigterm_ends_the_survey_like_ctrl_c_and_keeps_what_was_recorded(tmp_pat
 def test_pooled_workers_share_one_overloads_cases(tmp_path):
     # sinh hangs on 1d-f32 until the timeout. With one task per case (the default) the other
     # worker runs abs and sinh's other profiles meanwhile: no replacement is ever started.
+    # No confirmation: a TIMEOUT's repeats would each wait out the 20 s again, and this is
+    # about the main phase's tasks (tests/test_survey_noise.py has the confirmation's).
+    quiet = ("--repeats", "0", "--baseline", "none")
     done = survey(tmp_path, "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "sinh,abs", "--workers", "2",
-                  "--timeout", "20", "--no-store", "-q", "-o", "s.json", env=FAULT_ENV)
+                  "--timeout", "20", "--no-store", "-q", "-o", "s.json", *quiet, env=FAULT_ENV)
     assert done.returncode == 1, done.stderr  # sinh's TIMEOUT
     doc = load(tmp_path / "s.json")
     cases = {case["profile"]: case["status"] for case in doc["overloads"]["sinh"]["cases"]}
@@ -259,7 +262,7 @@ def test_pooled_workers_share_one_overloads_cases(tmp_path):
     assert doc["provenance"]["runs"][0]["tasks"] == "cases"
     # --tasks overloads: one worker has all of sinh; after the hang a replacement runs the rest.
     done = survey(tmp_path, "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "sinh,abs", "--workers", "2",
-                  "--tasks", "overloads", "--timeout", "20", "--no-store", "-q", "-o", "o.json", env=FAULT_ENV)
+                  "--tasks", "overloads", "--timeout", "20", "--no-store", "-q", "-o", "o.json", *quiet, env=FAULT_ENV)
     assert done.returncode == 1, done.stderr
     whole = load(tmp_path / "o.json")
     assert outcomes(whole) == outcomes(doc)
@@ -291,7 +294,9 @@ def test_cases_slow_last_time_are_handed_out_first(fault_run, tmp_path):
     filed = tmp_path / "store" / "survey" / "faultstack-x" / (comparable.fingerprint(doc["comparable"]) + ".json")
     filed.parent.mkdir(parents=True)
     filed.write_text(json.dumps(doc))
-    args = ("--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,sinh", "--timeout", "5", "-q")
+    # no confirmation: sinh's repeats would wait out the timeout twice more in each survey
+    args = ("--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,sinh", "--timeout", "5", "-q",
+            "--repeats", "0", "--baseline", "none")
     done = survey(tmp_path, *args, "--store", str(tmp_path / "store"), "-o", "h.json", env=FAULT_ENV)
     assert done.returncode == 1, done.stderr  # sinh's TIMEOUT
     run = load(tmp_path / "h.json")["provenance"]["runs"][0]
