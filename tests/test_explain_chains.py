@@ -146,6 +146,21 @@ def test_the_seed_lines_are_explained_under_the_seed_bug(tmp_path):
         < view.index("ERROR alias-missing torch.device")
 
 
+def test_a_program_that_never_imports_the_stack_is_told_no_stack_patched_torch(tmp_path):
+    # `--stack demo` names the stack; a program that only imports torch runs torch as
+    # installed, seed bug or not: no cause, and the view says why there can be none.
+    program = tmp_path / "plain.py"
+    program.write_text('import torch\ndev = torch.device("cuda")\nprint(torch.ones(2).to(dev))\n')
+    done, document = explain(tmp_path, "python", str(program), options=("--stack", "demo"), env=SEED_BUG)
+    assert done.returncode == 1 and document["causes"] == [] and len(document["failures"]) == 1
+    assert not [e for e in document["events"] if e["kind"] == "write"]
+    assert "no cause found: nothing wrote a watched probe in this run, so no stack patched torch" in done.stderr
+    # once it imports the stack, the same lines get the seed's chain
+    program.write_text("import flagos_doctor.demo\n" + program.read_text())
+    done, document = explain(tmp_path, "python", str(program), options=("--stack", "demo"), env=SEED_BUG)
+    assert done.returncode == EXIT_CAUSE and "nothing wrote a watched probe" not in done.stderr
+
+
 def test_a_transformers_causal_lm_compiled_fullgraph_runs_on_the_fixed_demo_and_is_explained_under_the_seed_bug(tmp_path):
     """Plain ``torch.compile(model, fullgraph=True)`` of a tiny Qwen3: on the fixed demo with
     the model on "cuda" (the alias) it matches CPU; under the seed bug on "flagos" it fails
