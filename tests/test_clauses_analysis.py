@@ -105,3 +105,48 @@ def test_a_forged_final_record_without_facts_is_a_run_without_decisions(tmp_path
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     document = json.loads(out.read_text())
     assert document["facts"] is None and document["failures"] == [] and document["causes"] == []
+
+
+# -- the no-device cause, on documents in the shapes explain writes --------------------------------
+def device_run(error, frames, finding=True, registered="torch_fl/__init__.py", kind="exception"):
+    events = [{"seq": 3, "kind": "write", "probe": "PrivateUse1 backend name",
+               "where": {"file": registered, "line": 40, "function": "_register"}}] if registered else []
+    findings = [{"kind": "no-device", "severity": "error", "probe": "torch.flagos", "events": [3],
+                 "message": "no device"}] if finding else []
+    failure = {"id": 1, "kind": kind, "error": error, "causes": [],
+               "traceback": [{"file": file, "line": line, "function": "f"} for file, line in frames]}
+    return {"program": {"command": ["python", "x.py"]}, "events": events, "findings": findings,
+            "facts": {}, "failures": [failure]}
+
+
+USER, STACK, TORCH = ("x.py", 5), ("torch_fl/__init__.py", 998), ("torch/nn/modules/module.py", 1369)
+
+
+@pytest.mark.parametrize("error", ["RuntimeError: CachingDeviceAllocator: invalid device index",
+                                   "RuntimeError: invalid device ordinal", "RuntimeError: no flagos devices found",
+                                   "RuntimeError: No devices available", "RuntimeError: flagos:0 is busy"])
+def test_a_failure_on_a_missing_device_gets_the_no_device_cause_at_the_stacks_innermost_frame(error):
+    from flagos_doctor.explain import analysis
+
+    (cause,) = analysis.causes(device_run(error, [USER, STACK, TORCH, ("torch_fl/ops.py", 7)]))
+    assert cause["how"] == "no-device" and cause["probe"] == "torch.flagos" and cause["events"] == [3]
+    assert cause["frame"] == {"file": "torch_fl/ops.py", "line": 7, "function": "f"} and cause["failure"] == 1
+    assert cause["message"].startswith(f"python x.py failed: {error}; it ran on the device through torch_fl/ops.py:7 (f)")
+    assert "torch.flagos.device_count() answers 0" in cause["message"]
+
+
+@pytest.mark.parametrize("error, frames, finding, registered, kind", [
+    ("RuntimeError: invalid device index", [USER, STACK], False, "torch_fl/__init__.py", "exception"),  # a device here
+    ("RuntimeError: invalid device index", [USER, STACK], True, None, "exception"),  # nothing registered it
+    ("RuntimeError: invalid device index", [USER, STACK], True, "setup.py", "exception"),  # no package to look in
+    ("RuntimeError: invalid device index", [USER, TORCH], True, "torch_fl/__init__.py", "exception"),  # not through it
+    ("RuntimeError: mat1 and mat2 shapes cannot be multiplied", [USER, STACK], True, "torch_fl/__init__.py", "exception"),
+    ("RuntimeError: Tensor on device meta is not on the expected device cpu!", [USER, STACK], True,
+     "torch_fl/__init__.py", "exception"),
+    ("RuntimeError: flagosity", [USER, STACK], True, "torch_fl/__init__.py", "exception"),  # the name as a word
+    ("the program exited with status 1", [USER, STACK], True, "torch_fl/__init__.py", "exit"),
+])
+def test_a_failure_not_on_the_missing_device_gets_no_cause(error, frames, finding, registered, kind):
+    from flagos_doctor.explain import analysis
+
+    assert analysis.causes(device_run(error, frames, finding, registered, kind)) == []

@@ -48,7 +48,17 @@ def test_the_earlier_cases_are_those_of_the_suspects_worker_before_it_in_its_ord
     assert replay.earlier_cases(finished, suspect) == [("a", "2d"), ("z", "1d"), ("m", "1d")]
     assert replay.earlier_cases(finished, finished["a"][1]) == []  # its worker's first case
     # a record without an order is its worker's first
+    finished["z"].append(record("3d", worker="w1", order=0))
     assert replay.earlier_cases(finished, {**suspect, "worker_order": None}) == []
+    assert replay.earlier_cases(finished, suspect)[0] == ("z", "3d")
+
+
+def test_a_replay_runs_at_most_the_latest_400_earlier_cases():
+    finished = {"op": [record(f"p{order}", worker="w1", order=order) for order in range(1000)]}
+    assert replay.MAX_REPLAY_CASES == 400
+    assert replay.replayed_before(finished, finished["op"][999]) == [("op", f"p{order}") for order in range(599, 999)]
+    assert replay.replayed_before(finished, finished["op"][401]) == [("op", f"p{order}") for order in range(1, 401)]
+    assert replay.replayed_before(finished, finished["op"][400]) == [("op", f"p{order}") for order in range(400)]
 
 
 def walk(candidates, culprit, proven=True):

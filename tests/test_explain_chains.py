@@ -154,7 +154,7 @@ def test_a_program_that_never_imports_the_stack_is_told_no_stack_patched_torch(t
     done, document = explain(tmp_path, "python", str(program), options=("--stack", "demo"), env=SEED_BUG)
     assert done.returncode == 1 and document["causes"] == [] and len(document["failures"]) == 1
     assert not [e for e in document["events"] if e["kind"] == "write"]
-    assert "no cause found: nothing wrote a watched probe in this run, so no stack patched torch" in done.stderr
+    assert "no cause found: nothing wrote a watched probe in this run, so no stack had patched torch" in done.stderr
     # once it imports the stack, the same lines get the seed's chain
     program.write_text("import flagos_doctor.demo\n" + program.read_text())
     done, document = explain(tmp_path, "python", str(program), options=("--stack", "demo"), env=SEED_BUG)

@@ -15,6 +15,7 @@ import os
 
 import pytest
 
+from flagos_doctor.errors import EXIT_CAUSE
 from conftest import real_torch_fl
 from flagos_doctor.probe import decisions
 
@@ -315,21 +316,46 @@ print(run(torch.ones(4)).device)
 '''
 
 
+def test_on_a_machine_without_the_device_only_failures_on_it_get_the_no_device_cause(site, tmp_path):
+    """Through torch_fl's alias mode every torch call has a torch_fl frame: a shape error,
+    cpu against meta tensors, the program's own assertion and its own error naming a device
+    get no cause; a tensor made on ``flagos`` or moved by ``.cuda()`` gets no-device."""
+    program = tmp_path / "cases.py"
+    program.write_text(
+        "import sys, torch\nimport torch_fl\ncase = sys.argv[1]\n"
+        "if case == 'shape':\n    torch.ones(2, 3) @ torch.ones(2, 3)\n"
+        "elif case == 'meta':\n    torch.ones(2) + torch.ones(2, device='meta')\n"
+        "elif case == 'assert':\n    assert 1 + 1 == 3, 'arithmetic'\n"
+        "elif case == 'own':\n    raise RuntimeError('invalid device index in my config file')\n"
+        "elif case == 'flagos':\n    torch.zeros(3, device='flagos')\n"
+        "elif case == 'cuda':\n    torch.zeros(3).cuda()\n")
+    for case, caused in (("shape", False), ("meta", False), ("assert", False), ("own", False),
+                         ("flagos", True), ("cuda", True)):
+        out = tmp_path / f"{case}.json"
+        done = run_with(site, "explain", "--json", str(out), "--", "python", str(program), case)
+        document = json.loads(out.read_text())
+        assert [c["how"] for c in document["causes"]] == (["no-device"] if caused else []), (case, done.stderr)
+        assert done.returncode == (EXIT_CAUSE if caused else 1), (case, done.stderr)
+
+
 def test_explain_of_a_program_using_its_device_names_the_stack_and_no_device_and_no_false_chain(site, tmp_path):
     """On this CPU machine torch_fl installs its alias (its guard's probe answers False either
     way) and has no device: the program's "cuda" device, made in a module constant, reaches
     torch_fl's allocator and fails. explain names the stack it imported, says no-device, and
-    gives the failure no cause: no guard skipped the alias. It exits with the program's 1."""
+    gives the failure that cause, never a chain: no guard skipped the alias (exit 10)."""
     program = tmp_path / "device_made_early.py"
     program.write_text(DEVICE_MADE_EARLY)
     out = tmp_path / "why.json"
     done = run_with(site, "explain", "--json", str(out), "--", "python", str(program))
     document = json.loads(out.read_text())
-    assert done.returncode == 1 == document["program"]["returncode"], done.stderr
+    assert done.returncode == EXIT_CAUSE and document["program"]["returncode"] == 1, done.stderr
     assert document["stack"] == "torch_fl" and "(stack torch_fl)" in done.stderr
     (failure,) = document["failures"]
     assert failure["error"] == "RuntimeError: CachingDeviceAllocator: invalid device index"
-    assert failure["causes"] == [] and document["causes"] == []
+    (cause,) = document["causes"]
+    assert failure["causes"] == [cause["id"]] and cause["how"] == "no-device" and cause["probe"] == "torch.flagos"
+    assert cause["frame"]["file"] == "torch_fl/__init__.py"
+    assert "and this machine has none (torch.flagos.device_count() answers 0" in cause["message"]
     assert "no-device" in [f["kind"] for f in document["findings"] if f["severity"] == "error"]
     writes = {e["probe"] for e in document["events"] if e["kind"] == "write"}
     assert {"torch.device", "torch.Tensor.cuda"} <= writes  # the alias was installed

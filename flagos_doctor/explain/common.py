@@ -57,8 +57,8 @@ def no_cause_text(document: dict) -> str:
     if "events" not in document:
         return text
     if not any(e["kind"] == "write" for e in document["events"]):  # the usual slip: `import torch` alone
-        return ("no cause found: nothing wrote a watched probe in this run, so no stack patched torch (a program "
-                "imports its stack itself; --stack only names it): torch ran as installed")
+        return ("no cause found: nothing wrote a watched probe in this run, so no stack had patched torch when it "
+                "failed (a program imports its stack itself; --stack only names it)")
     reads = sum(1 for e in document["events"] if e["kind"] == "read" and e.get("answer") and e.get("original_answer")
                 and e["answer"].get("repr") != e["original_answer"].get("repr"))
     return (f"{text} (the run made {reads} read{'s' if reads != 1 else ''} of a probe answering otherwise "

@@ -83,6 +83,12 @@ def earlier_cases(finished: dict[str, list[dict]], case: dict) -> list[Case]:
     return [(name, profile) for _, name, profile in sorted(found)]
 
 
+def replayed_before(finished: dict[str, list[dict]], case: dict) -> list[Case]:
+    """The earlier cases a replay of ``case`` runs before it: the latest
+    :data:`MAX_REPLAY_CASES` of :func:`earlier_cases`."""
+    return earlier_cases(finished, case)[-MAX_REPLAY_CASES:]
+
+
 def in_fresh_worker(config: WorkerConfig, sequence: list[Case], slot: int = 0) -> list[tuple]:
     """Run ``sequence`` in order in one fresh worker, up to the first case that reports a
     sticky error; each case's (overload, record). A worker that cannot start, crashes or
@@ -269,7 +275,7 @@ def trace(config: WorkerConfig, record: ResultsFile, note=None, width: int = 1,
     for name, case in suspects(finished):
         figures["suspects"] += 1
         target = (name, case["profile"])
-        earlier = earlier_cases(finished, case)[-MAX_REPLAY_CASES:]
+        earlier = replayed_before(finished, case)
         if note:
             note(f"replaying the {len(earlier)} case(s) run before {name} [{case['profile']}] in its worker "
                  f"(it failed with {case['poison']!r} there and passed in fresh workers)")
@@ -319,7 +325,7 @@ class Ahead:
         self.config, self.width, self.known = config, width, list(known)
         wanted = model.FAILURES
         #: the cases that may become suspects, and the earlier cases of their worker
-        self.candidates = {(name, case["profile"]): earlier_cases(finished, case)[-MAX_REPLAY_CASES:]
+        self.candidates = {(name, case["profile"]): replayed_before(finished, case)
                            for name, cases in finished.items() for case in cases
                            if case["status"] in wanted and case.get("poison") and case.get("worker")
                            and "replay" not in case}
