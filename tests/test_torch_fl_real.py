@@ -316,26 +316,50 @@ print(run(torch.ones(4)).device)
 '''
 
 
+NO_DEVICE_CASES = """import torch
+import torch_fl  # noqa: F401
+
+
+def test_shape():
+    torch.ones(2, 3) @ torch.ones(2, 3)
+
+
+def test_meta():
+    torch.ones(2) + torch.ones(2, device="meta")
+
+
+def test_assert():
+    assert 1 + 1 == 3, "arithmetic"
+
+
+def test_own():
+    raise RuntimeError("invalid device index in my config file")
+
+
+def test_flagos():
+    torch.zeros(3, device="flagos")
+
+
+def test_cuda():
+    torch.zeros(3).cuda()
+"""
+
+
 def test_on_a_machine_without_the_device_only_failures_on_it_get_the_no_device_cause(site, tmp_path):
     """Through torch_fl's alias mode every torch call has a torch_fl frame: a shape error,
     cpu against meta tensors, the program's own assertion and its own error naming a device
-    get no cause; a tensor made on ``flagos`` or moved by ``.cuda()`` gets no-device."""
-    program = tmp_path / "cases.py"
-    program.write_text(
-        "import sys, torch\nimport torch_fl\ncase = sys.argv[1]\n"
-        "if case == 'shape':\n    torch.ones(2, 3) @ torch.ones(2, 3)\n"
-        "elif case == 'meta':\n    torch.ones(2) + torch.ones(2, device='meta')\n"
-        "elif case == 'assert':\n    assert 1 + 1 == 3, 'arithmetic'\n"
-        "elif case == 'own':\n    raise RuntimeError('invalid device index in my config file')\n"
-        "elif case == 'flagos':\n    torch.zeros(3, device='flagos')\n"
-        "elif case == 'cuda':\n    torch.zeros(3).cuda()\n")
-    for case, caused in (("shape", False), ("meta", False), ("assert", False), ("own", False),
-                         ("flagos", True), ("cuda", True)):
-        out = tmp_path / f"{case}.json"
-        done = run_with(site, "explain", "--json", str(out), "--", "python", str(program), case)
-        document = json.loads(out.read_text())
-        assert [c["how"] for c in document["causes"]] == (["no-device"] if caused else []), (case, done.stderr)
-        assert done.returncode == (EXIT_CAUSE if caused else 1), (case, done.stderr)
+    get no cause; a tensor made on ``flagos`` or moved by ``.cuda()`` gets no-device. One
+    pytest run under explain, a failure each."""
+    (tmp_path / "test_no_device_cases.py").write_text(NO_DEVICE_CASES)
+    out = tmp_path / "why.json"
+    done = run_with(site, "explain", "--json", str(out), "--", "python", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                    "test_no_device_cases.py", cwd=str(tmp_path))
+    document = json.loads(out.read_text())
+    how = {c["id"]: c["how"] for c in document["causes"]}
+    found = {f["test"].rsplit("::", 1)[1]: [how[i] for i in f["causes"]] for f in document["failures"]}
+    assert found == {"test_shape": [], "test_meta": [], "test_assert": [], "test_own": [],
+                     "test_flagos": ["no-device"], "test_cuda": ["no-device"]}, done.stderr[-3000:]
+    assert done.returncode == EXIT_CAUSE
 
 
 def test_explain_of_a_program_using_its_device_names_the_stack_and_no_device_and_no_false_chain(site, tmp_path):
