@@ -25,6 +25,21 @@ FAULT_ENV = {
     "FLAGGEMS_DB_URL": f"sqlite:///{tempfile.gettempdir()}/flagos-doctor-fault-{os.getpid()}.db",
 }
 CONFS = os.path.join(SHARED, "torch-fl-confs")
+#: Two committed H200 surveys of one conf at torch_fl 5c9d6f4 and ceb4821: compared in that
+#: order four overloads are fixed, the other way round four regress.
+H6_SURVEYS = tuple(os.path.join(REPO_ROOT, "surveys", "results", f"torch_fl-{commit}-flag_gems-5.0.2-h200-harness6.json")
+                   for commit in ("5c9d6f4", "ceb4821"))
+
+
+def h6_surveys() -> tuple[dict, dict]:
+    """The :data:`H6_SURVEYS` as documents (5c9d6f4, ceb4821)."""
+    import json
+
+    found = []
+    for path in H6_SURVEYS:
+        with open(path, encoding="utf-8") as handle:
+            found.append(json.load(handle))
+    return found[0], found[1]
 
 
 def checkout_first(pythonpath: str | None) -> str:

@@ -12,23 +12,15 @@ import subprocess
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import h6_surveys
 from flagos_doctor.compare import github
 from flagos_doctor.compare.diff import compare
 from flagos_doctor.errors import BadInput
 
-H6_A = os.path.join(REPO_ROOT, "surveys/results/torch_fl-5c9d6f4-flag_gems-5.0.2-h200-harness6.json")
-H6_B = os.path.join(REPO_ROOT, "surveys/results/torch_fl-ceb4821-flag_gems-5.0.2-h200-harness6.json")
-
-
-def _load(path):
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
-
 
 @pytest.fixture(scope="module")
 def made():
-    a, b = _load(H6_A), _load(H6_B)
+    a, b = h6_surveys()
     return {"regressed": compare(b, a, label_a="ceb4821", label_b="5c9d6f4"),  # 4 regressed, 1 changed
             "fixed": compare(a, b, label_a="5c9d6f4", label_b="ceb4821"),  # 4 fixed, 1 regressed
             "same": compare(a, a, label_a="5c9d6f4", label_b="5c9d6f4"),

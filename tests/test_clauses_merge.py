@@ -13,24 +13,16 @@ import os
 import pytest
 from rich.console import Console
 
-from conftest import REPO_ROOT
+from conftest import h6_surveys
 from flagos_doctor.ci import merge
 from flagos_doctor.compare.diff import compare
 from flagos_doctor.compare.github import COMMENT_MARKER, COMMENT_MAX_CHARS, verdict_line
 from flagos_doctor.errors import BadInput
 
-H6_A = os.path.join(REPO_ROOT, "surveys/results/torch_fl-5c9d6f4-flag_gems-5.0.2-h200-harness6.json")
-H6_B = os.path.join(REPO_ROOT, "surveys/results/torch_fl-ceb4821-flag_gems-5.0.2-h200-harness6.json")
-
-
-def _load(path):
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
-
 
 @pytest.fixture(scope="module")
 def made():
-    a, b = _load(H6_A), _load(H6_B)
+    a, b = h6_surveys()
     regressed = compare(b, a, label_a="head-b", label_b="head-a")  # 4 regressed, 1 changed
     regressed["arms"]["a"]["commit"], regressed["arms"]["b"]["commit"] = "ceb4821", "5c9d6f4"
     regressed["routed_at"] = {"mm.out": {"file": "conf/backends.conf", "line": 17}}
