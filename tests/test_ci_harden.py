@@ -21,10 +21,9 @@ import sys
 
 import pytest
 import yaml
-from conftest import REPO_ROOT, run_cli
+from conftest import H6_SURVEYS, REPO_ROOT, run_cli
 
-H6_A = "surveys/results/torch_fl-5c9d6f4-flag_gems-5.0.2-h200-harness6.json"
-H6_B = "surveys/results/torch_fl-ceb4821-flag_gems-5.0.2-h200-harness6.json"
+H6_A, H6_B = (os.path.relpath(path, REPO_ROOT) for path in H6_SURVEYS)  # as given on a command line in the checkout
 GITHUB_LIMIT = 65_536
 WORKFLOWS = [os.path.join(REPO_ROOT, "docs", "ci", name) for name in ("torch-fl-pr-check.yml", "flaggems-pr-check.yml")]
 #: Linux's numbers of /dev/null and /dev/full.
