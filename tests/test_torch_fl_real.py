@@ -12,6 +12,7 @@ import ast
 import hashlib
 import json
 import os
+import sys
 
 import pytest
 
@@ -294,12 +295,34 @@ def test_a_survey_without_the_flagos_device_stops_before_any_case_in_one_line(si
 
 
 def test_no_device_ok_surveys_anyway(site, tmp_path):
+    """It surveys, and the bindings check starts beside the workers, not after the first is
+    up (it imports flag_gems: seconds the cases would wait on a machine starting 16 workers).
+    The ``--python`` given holds each worker until the check's child has started (two
+    minutes at most, then says so): a check that waits for a worker shows as that note."""
     conf = os.path.join(site, "torch_fl", "configs", "backends_flaggems.conf")
-    out = tmp_path / "survey.json"
+    out, check_started, notes = tmp_path / "survey.json", tmp_path / "check-started", tmp_path / "notes"
+    python = tmp_path / "python"
+    python.write_text(f"""#!/bin/sh
+case "$*" in
+  *static_check*) touch {check_started} ;;
+  *child.worker*) n=0
+    while [ ! -e {check_started} ]; do
+      n=$((n + 1)); [ $n -gt 1200 ] && {{ echo "a worker waited 120 s for the check" >> {notes}; break; }}
+      sleep 0.1
+    done ;;
+esac
+exec {sys.executable} "$@"
+""")
+    python.chmod(0o755)
     done = run_with(site, "survey", "--stack", "torch_fl", "--conf", conf, "--ops", "abs", "--no-store", "-q",
-                    "--no-device-ok", "--repeats", "0", "--baseline", "none", "-o", str(out))
+                    "--no-device-ok", "--repeats", "0", "--baseline", "none", "-o", str(out), "--workers", "2",
+                    "--python", str(python))
     assert done.returncode in (0, 1), done.stderr
-    assert json.loads(out.read_text())["overloads"]["abs"]["cases"]
+    assert not notes.exists(), notes.read_text()
+    document = json.loads(out.read_text())
+    assert document["overloads"]["abs"]["cases"]
+    check = document["provenance"]["flag_gems_bindings"]
+    assert check["calls"] == 402 and check["library"].startswith(site), check  # flag_gems needs a device: "error"
 
 
 DEVICE_MADE_EARLY = '''import torch

@@ -30,7 +30,7 @@ and so do the children, which call the methods marked *child*.
 from __future__ import annotations
 
 from flagos_doctor.errors import BadInput
-from flagos_doctor.stacks.base import NoBaseline, Stack, dist_version, distribution
+from flagos_doctor.stacks.base import Checks, NoBaseline, Stack, dist_version, distribution
 from flagos_doctor.stacks.demo import DemoStack
 from flagos_doctor.stacks.flag_gems import FlagGemsStack
 from flagos_doctor.stacks.module import ModuleStack
@@ -123,5 +123,5 @@ def detect() -> str:
     return DETECTED[-1]
 
 
-__all__ = ["BUILT_IN", "DEFAULT_RULE", "DETECTED", "SURVEY_DEFAULT", "NoBaseline", "Stack", "choices", "detect",
+__all__ = ["BUILT_IN", "Checks", "DEFAULT_RULE", "DETECTED", "SURVEY_DEFAULT", "NoBaseline", "Stack", "choices", "detect",
            "check", "dist_version", "distribution", "get", "is_module_name", "names", "not_importable", "route_sources"]

@@ -27,6 +27,17 @@ class NoBaseline(RuntimeError):
     """The stack has no native path to compare with."""
 
 
+class Checks:
+    """A stack's checks before any case, running (:meth:`Stack.start_checks`): none here."""
+
+    def result(self, found: dict) -> dict:
+        """Provenance fields of the checks, given what the first worker found (its provenance)."""
+        return {}
+
+    def stop(self) -> None:
+        """End the checks unread (a survey that ended before it needed them)."""
+
+
 class Stack:
     """One kind of stack. Subclasses override what differs."""
 
@@ -102,10 +113,10 @@ class Stack:
     def prepare_baseline_env(self, env: dict, overloads: list[str], native_route: str | None) -> None:
         """Parent. Edit ``env`` of a baseline worker (after :meth:`prepare_env`)."""
 
-    def check_before_cases(self, found: dict, python: str, env: dict) -> dict:
-        """Parent. Provenance fields of checks run before any case, given what the first
-        worker found (``found``, its provenance) and how workers start (``python``, ``env``)."""
-        return {}
+    def start_checks(self, python: str, env: dict) -> "Checks":
+        """Parent. The stack's checks before any case, started beside the workers (``python``,
+        ``env``: how they start), so that their imports run side by side."""
+        return Checks()
 
     def given_commit(self, found: dict, commit: str) -> dict:
         """Parent. ``found`` (the first worker's provenance) with the commit the user gave

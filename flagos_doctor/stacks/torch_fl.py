@@ -14,7 +14,7 @@ import importlib
 import os
 
 from flagos_doctor.stacks import torch_fl_bindings
-from flagos_doctor.stacks.base import Stack, torch_fl_info
+from flagos_doctor.stacks.base import Checks, Stack, torch_fl_info
 
 
 class TorchFLStack(Stack):
@@ -41,11 +41,8 @@ class TorchFLStack(Stack):
             env[backends_conf.op_override_var(overload)] = route
         env["FLAGOS_DOCTOR_NATIVE_ROUTE"] = route  # for baseline_label, in the child
 
-    def check_before_cases(self, found, python, env):
-        # Its bindings against the installed flag_gems, before any case runs.
-        if not found.get("torch_fl"):
-            return {}
-        return {"flag_gems_bindings": torch_fl_bindings.check_in_child(python, env)}
+    def start_checks(self, python, env):
+        return BindingsCheck(torch_fl_bindings.CheckInChild(python, env))
 
     # -- child ------------------------------------------------------------------------
     def loaded_torch_fl(self):
@@ -73,3 +70,20 @@ class TorchFLStack(Stack):
             "chosen_by": "the user (FLAGOS_BACKEND_CONFIG)" if environ_before.get("FLAGOS_BACKEND_CONFIG") else "torch_fl at import",
         }
         return self.device_type
+
+
+class BindingsCheck(Checks):
+    """torch_fl's bindings against the installed flag_gems (:mod:`.torch_fl_bindings`), read
+    only when the first worker loaded a torch_fl."""
+
+    def __init__(self, child: torch_fl_bindings.CheckInChild):
+        self.child = child
+
+    def result(self, found):
+        if not found.get("torch_fl"):
+            self.child.stop()
+            return {}
+        return {"flag_gems_bindings": self.child.result()}
+
+    def stop(self):
+        self.child.stop()

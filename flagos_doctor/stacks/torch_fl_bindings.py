@@ -150,25 +150,52 @@ def summary_line(summary: dict, flag_gems_version: str | None) -> str | None:
 CHECK_TIMEOUT = 600.0
 
 
-def check_in_child(python: str, env: dict, timeout: float = CHECK_TIMEOUT) -> dict | None:
-    """:func:`static_check` in a fresh child of ``python`` with ``env`` (parent side).
+class CheckInChild:
+    """:func:`static_check` in a fresh child of ``python`` with ``env`` (parent side), started
+    now and read with :meth:`result`: the survey starts it beside its workers, whose imports
+    it would otherwise wait behind (seconds on a 16-core machine starting 16 workers).
 
     Never in a survey worker: importing flag_gems there, before torch_fl's first device call
-    imports it, would change the order of imports the survey is meant to observe. Returns
-    the check, None when there is no torch_fl, or ``{"error": ...}`` when the child failed.
+    imports it, would change the order of imports the survey is meant to observe.
     """
-    code = ("import json\nfrom flagos_doctor.stacks.torch_fl_bindings import static_check\n"
-            "print(json.dumps(static_check()))")
-    try:  # a child of ours: under the children's one import-path policy (child_env)
-        done = subprocess.run([python, "-c", code], env=child_env(env), capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        tail = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
-        return {"error": tail[0][:300]}
-    return json.loads(lines[-1])
+
+    def __init__(self, python: str, env: dict, timeout: float = CHECK_TIMEOUT):
+        self.timeout = timeout
+        self.failed: str | None = None
+        code = ("import json\nfrom flagos_doctor.stacks.torch_fl_bindings import static_check\n"
+                "print(json.dumps(static_check()))")
+        try:  # a child of ours: under the children's one import-path policy (child_env)
+            self.child = subprocess.Popen([python, "-c", code], env=child_env(env), stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        except OSError as exc:
+            self.child = None
+            self.failed = f"{type(exc).__name__}: {exc}"[:300]
+
+    def result(self) -> dict | None:
+        """The check, None when there is no torch_fl, or ``{"error": ...}`` when the child failed."""
+        if self.child is None:
+            return {"error": self.failed}
+        try:
+            out, err = self.child.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired as exc:
+            self.stop()
+            return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        lines = out.strip().splitlines()
+        if self.child.returncode != 0 or not lines:
+            tail = err.strip().splitlines()[-1:] or [f"exit {self.child.returncode}"]
+            return {"error": tail[0][:300]}
+        return json.loads(lines[-1])
+
+    def stop(self) -> None:
+        """Kill the child if it still runs (a survey that ended before it needed the check)."""
+        if self.child is not None and self.child.poll() is None:
+            self.child.kill()
+            self.child.communicate()
+
+
+def check_in_child(python: str, env: dict, timeout: float = CHECK_TIMEOUT) -> dict | None:
+    """:class:`CheckInChild`, waited for."""
+    return CheckInChild(python, env, timeout).result()
 
 
 def static_check() -> dict | None:

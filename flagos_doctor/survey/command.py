@@ -251,6 +251,7 @@ class Survey:
     selected: list[str] = field(default_factory=list)
     journal: ResultsFile | None = None  # the results file and its journal
     first: pool_module.WorkerProcess | None = None
+    checks: stacks.Checks = field(default_factory=stacks.Checks)  # the stack's, started beside the workers
     # start
     started: str = ""
     clock: float = 0.0
@@ -288,6 +289,7 @@ def _survey(survey: Survey) -> int:
         if not survey.interrupted and not survey.fatal:
             survey.interrupted = _confirm(survey)
     finally:
+        survey.checks.stop()
         if survey.confirmation is not None:
             survey.confirmation.stop()  # its workers end with the survey, whatever ended it
     _file(survey)
@@ -301,6 +303,7 @@ def _plan(survey: Survey) -> None:
     options, workers = survey.options, survey.workers
     source = _listing_source(options, survey.config.resolved)
     if source is not None and (source == "stack" or options.stack == source):
+        _start_checks(survey)
         workers.prestart(len(options.ops) if options.ops else survey.choice.workers)
         survey.first = _start_first(workers, options.stack)
         try:
@@ -318,7 +321,12 @@ def _plan(survey: Survey) -> None:
         survey.already_complete = True  # no worker is started at all
         return
     if survey.first is None:  # a slot for each overload that has work, at most
+        _start_checks(survey)
         workers.prestart(len([name for name in survey.selected if options.rerun or name not in survey.journal.finished]))
+
+
+def _start_checks(survey: Survey) -> None:
+    survey.checks = survey.config.resolved.start_checks(survey.config.python, survey.config.env(0))
 
 
 def _start(survey: Survey) -> None:
@@ -328,7 +336,7 @@ def _start(survey: Survey) -> None:
     survey.started, survey.clock = _now(), time.monotonic()
     if survey.first is None:
         survey.first = _start_first(workers, options.stack)
-    found = provenance.check_stack(options, survey.config, survey.first.ready["provenance"])
+    found = provenance.check_stack(survey.checks, survey.first.ready["provenance"])
     refuse_absent_device(options, found.get("device") or {})
     lowered = sizing.after_first_worker(survey.choice, found.get("device") or {}, max(1, len(options.devices)))
     if lowered is not None:

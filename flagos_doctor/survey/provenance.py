@@ -6,7 +6,7 @@
   field used as :data:`flagos_doctor.results.comparable.FIELDS` says;
 * the stack's part: the worker's (:meth:`flagos_doctor.stacks.base.Stack.provenance`, in
   the child: ``stack``, ``store_key``, ``torch_fl``) and the parent's (:func:`stack_part`:
-  :meth:`~flagos_doctor.stacks.base.Stack.check_before_cases`,
+  :meth:`~flagos_doctor.stacks.base.Stack.start_checks`,
   :meth:`~flagos_doctor.stacks.base.Stack.given_commit`);
 * this run's record (:func:`this_run`, :func:`finish_run`) and the document's
   ``provenance`` (:func:`document_provenance`), which lists every run of the results file.
@@ -43,9 +43,10 @@ def found_record(found: dict) -> dict:
     }
 
 
-def check_stack(options, config, found: dict) -> dict:
-    """``found`` with the stack's checks run before any case (a child of their own)."""
-    return {**found, **config.resolved.check_before_cases(found, config.python, config.env(0))}
+def check_stack(checks, found: dict) -> dict:
+    """``found`` with the stack's checks run before any case (``checks``, started with the
+    workers: :meth:`~flagos_doctor.stacks.base.Stack.start_checks`)."""
+    return {**found, **checks.result(found)}
 
 
 def stack_part(options, config, found: dict) -> dict:
