@@ -122,7 +122,11 @@ def test_a_case_poisoned_by_an_earlier_case_names_it_and_the_culprit_carries_the
     assert doc["overloads"]["frac"]["verdict"] == model.BASIC_ONLY
     assert model.FLAKY not in doc["summary"]["statuses"]
     assert doc["provenance"]["runs"][-1]["confirm"]["replay"]["traced"] == 1
-    assert {"main", "repeat 1", "repeat 2", "native", "replay"} <= {w["for"] for w in doc["provenance"]["runs"][-1]["worker_log"]}
+    # its main run reported the sticky error: each repeat ran alone from the start, never in
+    # a lane's shared worker (where it would poison, or be poisoned by, another case)
+    assert {w["for"] for w in doc["provenance"]["runs"][-1]["worker_log"]} == {
+        "main", "main, replacing a worker lost under a case", "repeat 1, alone", "repeat 2, alone", "native", "replay"}
+    assert "alone" not in json.dumps(victim["repeat_details"])
     assert unused_workers(doc) == []
     with open(tmp_path / "poison.census", encoding="utf-8") as handle:
         census = handle.read()
@@ -191,23 +195,57 @@ def test_a_failures_repeats_start_while_the_main_phase_still_runs(tmp_path):
     assert unused_workers(doc) == []
 
 
+def test_a_replacement_still_starting_when_every_task_has_ended_is_stopped(tmp_path):
+    # Two workers. One takes floor [2d-f32] (its kernel compiles for 20 s); the other runs
+    # frac (leaving its process poisoned) and trunc [2d-f32], which meets the sticky error:
+    # that worker is lost with tasks still waiting, so a replacement starts before it takes
+    # one. The --python given makes every worker after the first two take two minutes to
+    # start; meanwhile the first worker takes the rest. Once every task has ended the
+    # replacement is stopped, not waited for (on the H200: 15 s of a warm main phase).
+    python, starts = tmp_path / "python", tmp_path / "starts"
+    starts.mkdir()
+    python.write_text(f"""#!/bin/sh
+case "$*" in
+  *child.worker*) mkdir {starts}/1 2>/dev/null || mkdir {starts}/2 2>/dev/null || sleep 120 ;;
+esac
+exec {sys.executable} "$@"
+""")
+    python.chmod(0o755)
+    doc, _ = noise_survey(tmp_path, "replacement", "--ops", "floor,frac,trunc", "--workers", "2", "--repeats", "0",
+                          "--baseline", "none", "--python", str(python), sleep="20")
+    assert all(doc["overloads"][name]["verdict"] != model.PENDING for name in ("floor", "frac", "trunc"))
+    assert case(doc, "trunc", "2d-f32")["poison"] == "illegal memory access"
+    assert case(doc, "trunc", "1d-f32")["status"] == model.PASS
+    log = doc["provenance"]["runs"][-1]["worker_log"]
+    (stopped,) = [w for w in log if not w["cases"]]
+    assert stopped["for"] == ("main, replacing a worker lost under a case, stopped while starting: "
+                              "every task had ended") and stopped["ready_s"] is None, log
+    assert len(log) == 3, log
+
+
 def test_a_case_meeting_another_cases_sticky_error_in_a_confirmation_pass_is_judged_alone(tmp_path):
-    # sign [1d-f32] is WRONG and leaves its process poisoned; trunc [2d-f32], run after it,
-    # reports the illegal memory access. A lane's worker takes its cases in the order they
-    # failed (one worker a lane here), so each repeat lane runs sign [1d-f32], then trunc
-    # [2d-f32] in the same worker: counted, trunc would settle ERROR (three illegal memory
-    # accesses), as pow_.Tensor [2d-i64] did in a cold torch_fl run on the H200.
-    doc, done = noise_survey(tmp_path, "pass-poison", "--ops", "sign,trunc", "--workers", "1")
-    victim = case(doc, "trunc", "2d-f32")
-    assert victim["repeats"] == [model.ERROR, model.PASS, model.PASS], victim
-    alone = [d["alone"] for d in victim["repeat_details"]]
-    assert alone == [{"poison": "illegal memory access", "after": 1}] * 2, victim
-    assert victim["status"] == model.PASS and victim["poisoned_by"] == {"overload": "sign", "profile": "1d-f32"}
+    # sign [1d-f32] is WRONG and leaves its process poisoned; neg is WRONG, or reports the
+    # illegal memory access in a poisoned process. Hints put sign [1d-f32] first (one worker):
+    # neg [2d-f32] after it reports the sticky error (its worker replaced), neg [1d-f32] is
+    # WRONG in the new one. A lane's worker takes its cases in the order they failed: sign
+    # [1d-f32], then neg [1d-f32], poisoned there; counted, it would settle ERROR, as
+    # pow_.Tensor [2d-i64] did in a cold torch_fl run on the H200. neg [2d-f32], whose own
+    # main run met the sticky error, runs alone in each lane from the start.
+    hints, _ = noise_survey(tmp_path, "hints", "--ops", "neg,sign", "--repeats", "0", "--baseline", "none")
+    case(hints, "sign", "1d-f32")["seconds"] = 5.0
+    (tmp_path / "hints.json").write_text(json.dumps(hints))
+    doc, done = noise_survey(tmp_path, "pass-poison", "--ops", "neg,sign", "--workers", "1", "--hints", "hints.json")
+    victim = case(doc, "neg", "1d-f32")
+    assert victim["repeats"] == [model.WRONG] * 3, victim
+    assert [d["alone"] for d in victim["repeat_details"]] == [{"poison": "illegal memory access", "after": 1}] * 2
+    early = case(doc, "neg", "2d-f32")
+    assert early["repeats"] == [model.ERROR, model.WRONG, model.WRONG] and early["status"] == model.WRONG, early
+    assert "alone" not in json.dumps(early["repeat_details"])
     assert case(doc, "sign", "1d-f32")["status"] == model.WRONG
     with open(tmp_path / "pass-poison.census", encoding="utf-8") as handle:
-        assert handle.read() == ("sign\t1d-f32\tWRONG\tkernel\nsign\t2d-f32\tPASS\tkernel\n"
-                                 "trunc\t1d-f32\tPASS\tkernel\ntrunc\t2d-f32\tPASS\tkernel\n")
-    assert "other case(s) of its worker; alone in a fresh worker: PASS" in done.stderr
+        assert handle.read() == ("neg\t1d-f32\tWRONG\tkernel\nneg\t2d-f32\tWRONG\tkernel\n"
+                                 "sign\t1d-f32\tWRONG\tkernel\nsign\t2d-f32\tPASS\tkernel\n")
+    assert "other case(s) of its worker; alone in a fresh worker: WRONG" in done.stderr
     assert unused_workers(doc) == []
 
 

@@ -390,6 +390,8 @@ def _run_tasks(survey: Survey) -> None:
             elif event.kind == "end":
                 outstanding[event.overload] -= 1
                 if outstanding[event.overload] == 0:  # its last task: the overload is finished
+                    if not +outstanding:
+                        workers.all_tasks_ended()
                     journal.record_end(event.overload)
                     survey.measured[event.overload] = survey.started
                     if journal.compact_due(len(survey.route_set.overloads)):

@@ -91,12 +91,22 @@ class AloneAgain:
     after each task), started as soon as the lane reports it, beside the rest of the lane
     (module doc)."""
 
-    def __init__(self, config: WorkerConfig, workers: int):
-        self.pool = Pool(dataclasses.replace(config, scratch="", purpose="alone"), workers, per_overload=True)
+    def __init__(self, config: WorkerConfig, workers: int, first=None):
+        self.pool = Pool(dataclasses.replace(config, scratch="", purpose=f"{config.purpose}, alone"), workers,
+                         per_overload=True)
         self.runs: dict = {}  # (overload, profile) -> the lane's record
         self._found: dict = {}  # (overload, profile) -> the fresh worker's record
+        self._first = first  # hears the record of a case queued alone from the start (:meth:`start`)
+        self._started: set = set()
         self._lock = threading.Lock()
         self.pool.stream(self._event)
+
+    def start(self, key: tuple) -> None:
+        """Run ``key`` alone from the start, never in the lane's shared workers: its own run in
+        the main phase reported a sticky error (module doc)."""
+        with self._lock:
+            self._started.add(key)
+        self.pool.add([(key[0], [key[1]])])
 
     def consider(self, key: tuple, record: dict) -> None:
         if record.get("poison") and (record.get("worker_order") or 1) > 1:
@@ -108,8 +118,12 @@ class AloneAgain:
         # the first case of its worker; a worker that died or hung before starting it left
         # no record of it (the lane's run then stands)
         if event.kind == "case" and event.data.get("worker_order") == 1:
+            key = (event.overload, event.data["profile"])
             with self._lock:
-                self._found[(event.overload, event.data["profile"])] = event.data
+                self._found[key] = event.data
+                first = key in self._started and key not in self.runs
+            if first and self._first is not None:
+                self._first(key, event.data)
 
     def abandon(self) -> None:
         self.pool.close()
@@ -225,27 +239,34 @@ class Lane:
         self._queued: set = set()
         self._lock = threading.Lock()
         self.pool = Pool(dataclasses.replace(config, scratch="", nice=NICE), workers)
-        self.alone = AloneAgain(config, workers)
+        self.alone = AloneAgain(dataclasses.replace(config, nice=NICE), workers, first=self._record)
         self.pool.stream(self._event)
 
-    def add(self, key: tuple) -> None:
+    def add(self, key: tuple, alone: bool = False) -> None:
+        """Queue ``key``; ``alone``: in a fresh worker of its own (a sticky error in its main run)."""
         with self._lock:
             if key in self._queued:
                 return
             self._queued.add(key)
-        self.pool.add([(key[0], [key[1]])])
+        if alone:
+            self.alone.start(key)
+        else:
+            self.pool.add([(key[0], [key[1]])])
 
     def queued(self) -> int:
         with self._lock:
             return len(self._queued)
 
+    def _record(self, key: tuple, record: dict) -> None:
+        with self._lock:
+            self.found[key] = record
+        self.heard(self, key, record, False)
+
     def _event(self, event) -> None:
         if event.kind == "case":
             key = (event.overload, event.data["profile"])
-            with self._lock:
-                self.found[key] = event.data
+            self._record(key, event.data)
             self.alone.consider(key, event.data)
-            self.heard(self, key, event.data, False)
         elif event.kind == "fatal":
             with self._lock:
                 self.failure = self.failure or event.data.get("message")
@@ -282,6 +303,7 @@ class Confirmation:
         self._lacking: dict = {}  # (overload, profile) -> repeats it still lacks (chained)
         self._passed: list = []  # repeats that passed, for the replays (:class:`.replay.Ahead`)
         self._tracer = None
+        self._alone: set = set()  # cases whose main run reported a sticky error: alone in every repeat lane
         self._lock = threading.Lock()
 
     def consider(self, name: str, case: dict) -> None:
@@ -290,6 +312,9 @@ class Confirmation:
         if case["status"] not in model.FAILURES + (model.FLAKY,) or case["profile"] == "-":
             return
         key = (name, case["profile"])
+        if case.get("poison"):
+            with self._lock:
+                self._alone.add(key)
         lacking = self.times + 1 - len(case.get("repeats") or [case["status"]])
         repeat_lanes = self.lanes[:max(0, min(lacking, self.times))]  # pass i: the cases lacking more than i
         if self.chained and repeat_lanes:
@@ -297,9 +322,14 @@ class Confirmation:
                 self._lacking.setdefault(key, len(repeat_lanes))
             repeat_lanes = repeat_lanes[:1]
         for lane in repeat_lanes:
-            lane.add(key)
+            self._queue(lane, key)
         if self.native is not None and "baseline" not in case:
             self.native.add(key)
+
+    def _queue(self, lane: Lane, key: tuple) -> None:
+        with self._lock:
+            alone = key in self._alone
+        lane.add(key, alone=alone)
 
     def _heard(self, lane: Lane, key: tuple, record: dict, alone: bool) -> None:
         if lane is self.native:
@@ -313,7 +343,7 @@ class Confirmation:
                 self._passed.append(key)
             tracer = self._tracer
         if after:
-            self.lanes[index + 1].add(key)
+            self._queue(self.lanes[index + 1], key)
         if tracer is not None and passed:
             tracer.passed(key)
 

@@ -157,7 +157,7 @@ class WorkerProcess:
     _counter = 0
     _lock = threading.Lock()
 
-    def __init__(self, config: WorkerConfig, slot: int, list_only: bool = False):
+    def __init__(self, config: WorkerConfig, slot: int, list_only: bool = False, spawned=None):
         with WorkerProcess._lock:
             WorkerProcess._counter += 1
             number = WorkerProcess._counter
@@ -190,6 +190,8 @@ class WorkerProcess:
             if self.capture is not None:
                 os.close(self.capture)
             raise
+        if spawned is not None:
+            spawned(self)  # ``spawned(worker)``: its process exists, before the stack's import
         self.ready: dict = self._handshake(list_only)
         self.ready_at = time.monotonic()
         self.start_seconds: float = self.ready_at - clock  # spawn to ready: mostly the stack's import
@@ -404,18 +406,37 @@ class Pool:
         self._prestarted: dict[int, threading.Thread] = {}
         self._given_up: set[str] = set()  # overloads with an overload-level record ("-"): skip their other tasks
         self._tasks_ready = threading.Event()
+        self._all_done = False  # all_tasks_ended
         self._own_scratch = None
         #: What surveys killed before left behind, cleaned now (:mod:`.scratch`).
         self.leftovers = scratch.clean_leftovers()
         if not config.scratch:
             self._own_scratch = config.scratch = scratch.create()
 
-    def start_worker(self, slot: int, list_only: bool = False) -> WorkerProcess:
-        worker = WorkerProcess(self.config, slot, list_only=list_only)
+    def start_worker(self, slot: int, list_only: bool = False, purpose: str | None = None) -> WorkerProcess:
+        def spawned(worker: WorkerProcess) -> None:  # live while it starts: stop() reaches it
+            worker.purpose = purpose or worker.purpose
+            with self._live_lock:
+                self._live[slot] = worker
+            if self._all_done:
+                worker.child.kill()
+
+        worker = WorkerProcess(self.config, slot, list_only=list_only, spawned=spawned)
         with self._live_lock:
-            self._live[slot] = worker
             self._start_seconds.append(worker.start_seconds)
         return worker
+
+    def all_tasks_ended(self) -> None:
+        """Every task has ended: a worker still starting (a replacement for one lost under a
+        case) has nothing left to take, so it is stopped, and none starts after it. On the
+        H200 three such starts ended torch_fl's warm main phase 15 s after its last case."""
+        self._all_done = True
+        with self._live_lock:
+            starting = [worker for worker in self._live.values() if worker.ready_at is None]
+        for worker in starting:
+            worker.purpose += ", stopped while starting: every task had ended"
+            if worker.child is not None:
+                worker.child.kill()
 
     def start_figures(self) -> dict:
         """How many workers started and how long each took (seconds: median, max)."""
@@ -547,10 +568,20 @@ class Pool:
     # -- one slot (a thread) ---------------------------------------------------------------
     def _slot(self, slot: int, worker: WorkerProcess | None) -> None:
         report = self.report
+        lost = False  # this slot's worker ended under a case (a crash, a hang, a sticky error)
         try:
             while not self._stop.is_set() and slot < self._limit:
+                # A replacement starts before it takes a task, so the others may take them all
+                # meanwhile (a streaming pool's starts one for a task, as it comes).
+                if lost and not self._tasks.streaming():
+                    if self._tasks.empty():
+                        break
+                    worker = self._fresh(slot, f"{self.config.purpose}, replacing a worker lost under a case")
+                lost = False
                 task = self._tasks.take()
                 if task is None:
+                    if worker is not None and not worker.cases_started:
+                        worker.purpose += ", no task left when it was ready"
                     break
                 name, profiles = task
                 if name in self._given_up:  # NO_SCHEMA: its other profiles have nothing to run
@@ -565,12 +596,14 @@ class Pool:
                     self._tasks.finished(task)
                     with self._live_lock:
                         self._busy -= 1
+                lost = worker is None and not self.per_overload
                 if self.per_overload and worker is not None:
                     worker.close()
                     worker = None
         except StackFailed as exc:
-            report(Event("fatal", None, {"message": str(exc), "missing": exc.missing}))
-            self._stop.set()
+            if not self._all_done:  # else: a replacement stopped while starting, not needed
+                report(Event("fatal", None, {"message": str(exc), "missing": exc.missing}))
+                self._stop.set()
         except Exception as exc:  # a bug of ours must not hang the caller
             report(Event("fatal", None, {"message": f"internal: {type(exc).__name__}: {exc}", "internal": True}))
             self._stop.set()
@@ -579,14 +612,14 @@ class Pool:
                 worker.close()
             report(Event("slot_end", None, {"slot": slot}))
 
-    def _fresh(self, slot: int) -> WorkerProcess:
+    def _fresh(self, slot: int, purpose: str | None = None) -> WorkerProcess:
         failures = 0
         while True:
             try:
-                return self.start_worker(slot)
+                return self.start_worker(slot, purpose=purpose)
             except StackFailed:
                 failures += 1
-                if failures >= MAX_START_FAILURES or self._stop.is_set():
+                if failures >= MAX_START_FAILURES or self._stop.is_set() or self._all_done:
                     raise
 
     def _run_overload(self, slot, worker, name, profiles, report):
