@@ -407,6 +407,7 @@ class Pool:
         self._given_up: set[str] = set()  # overloads with an overload-level record ("-"): skip their other tasks
         self._tasks_ready = threading.Event()
         self._all_done = False  # all_tasks_ended
+        self._streamed = False  # stream: tasks come as they are found, each slot started for one
         self._own_scratch = None
         #: What surveys killed before left behind, cleaned now (:mod:`.scratch`).
         self.leftovers = scratch.clean_leftovers()
@@ -501,6 +502,7 @@ class Pool:
         the slots' threads. A slot (its thread, then its worker) starts only for a task that
         no slot is free to take, so no worker starts that takes no task."""
         self.report = report
+        self._streamed = True
         self._tasks.hold_followers = self._tasks.hold_family = False  # in the order they come
         self._tasks.stream(True)
         self._tasks_ready.set()
@@ -573,7 +575,7 @@ class Pool:
             while not self._stop.is_set() and slot < self._limit:
                 # A replacement starts before it takes a task, so the others may take them all
                 # meanwhile (a streaming pool's starts one for a task, as it comes).
-                if lost and not self._tasks.streaming():
+                if lost and not self._streamed:
                     if self._tasks.empty():
                         break
                     worker = self._fresh(slot, f"{self.config.purpose}, replacing a worker lost under a case")

@@ -173,11 +173,6 @@ class Schedule:
                     del entries[index]
                     break
 
-    def streaming(self) -> bool:
-        """Whether tasks may still come (:meth:`stream`)."""
-        with self._lock:
-            return self._streaming
-
     def close(self) -> None:
         """Hand out nothing more: every later :meth:`take` returns None."""
         with self._lock:
