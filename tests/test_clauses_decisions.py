@@ -173,6 +173,15 @@ def test_the_module_functions_a_skipped_call_reaches_are_followed_three_deep(tmp
     assert call["writes"] == ["torch.w0", "torch.w1", "torch.w2", "torch.w3"]
 
 
+def test_a_function_met_first_by_a_longer_path_is_still_followed_three_calls_deep(tmp_path):
+    # go -> top -> a -> g -> h stops at h; top -> g -> h -> k is three calls: k's write counts.
+    functions = {"top": "a()\n    g()", "a": "g()", "g": "h()", "h": "k()", "k": "torch.deep = 1"}
+    chain = "".join(f"def {name}():\n    {body}\n\n\n" for name, body in functions.items())
+    source = f"import torch\n\n\n{chain}def go():\n    if torch.cuda.is_available():\n        return\n    top()\n"
+    (call,) = decide(tmp_path, source, True)["skipped"]["calls"]
+    assert call == {"call": "top()", "line": 28, "writes": ["torch.deep"]}
+
+
 def test_a_read_returned_as_it_is_goes_to_the_caller(tmp_path):
     path = tmp_path / "reader.py"
     path.write_text("import torch\n\n\ndef native():\n    return torch.cuda.is_available()\n\n\ndef other():\n"

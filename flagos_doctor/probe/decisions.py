@@ -254,7 +254,7 @@ def skipped_code(tree, node: ast.If, taken_now: bool) -> dict | None:
         for name, line in _writes_in([statement], names):
             writes.append({"name": name, "line": line})
         for call in _own_calls([statement], functions):
-            found = _writes_of_function(functions[call.func.id], functions, names, {call.func.id})
+            found = _writes_of_function(functions[call.func.id], functions, names, {})
             if found:
                 calls.append({"call": _call_text(call), "line": call.lineno, "writes": found})
                 writes += [{"name": name, "line": call.lineno, "via": call.func.id} for name in found]
@@ -350,13 +350,15 @@ def _own_calls(statements, functions) -> list:
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in functions]
 
 
-def _writes_of_function(function, functions, names, seen: set, depth: int = 3) -> list[str]:
-    """What a module function writes, through the module functions it calls (``depth`` deep)."""
+def _writes_of_function(function, functions, names, seen: dict, depth: int = 3) -> list[str]:
+    """What a module function writes, through the module functions it calls (``depth`` deep).
+    ``seen``: each function followed -> the depth left below it; one met again with more left
+    (by a shorter path) is followed again."""
     found = [name for name, _ in _writes_in(function.body, names)]
     if depth > 0:
         for call in _own_calls(function.body, functions):
-            if call.func.id not in seen:
-                seen.add(call.func.id)
+            if seen.get(call.func.id, -1) < depth - 1:
+                seen[call.func.id] = depth - 1
                 found += _writes_of_function(functions[call.func.id], functions, names, seen, depth - 1)
     return list(dict.fromkeys(found))
 
