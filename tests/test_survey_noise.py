@@ -17,6 +17,7 @@ from conftest import FIXTURES, REPO_ROOT, run_cli
 from flagos_doctor.results import model
 from flagos_doctor.results.verdicts import settle
 from flagos_doctor.results.resultsfile import ResultsFile
+from flagos_doctor.store import Culprits, Store
 from flagos_doctor.survey.confirm import _apply_repeat
 from flagos_doctor.survey.pool import WorkerConfig, WorkerProcess
 
@@ -149,6 +150,30 @@ def test_a_case_poisoned_by_an_earlier_case_names_it_and_the_culprit_carries_the
     told = ("A: trunc [2d-f32] is PASS; its first run's sticky device error was left by frac [1d-f32] (replayed)")
     assert told in " ".join(compared.stdout.split())
     assert told in (tmp_path / "compare.md").read_text()
+
+
+def test_a_known_culprits_replay_before_its_victim_starts_from_the_main_phase(tmp_path):
+    # The store knows frac [1d-f32] left a sticky error on this stack before. One worker, in
+    # route order: frac [1d-f32] poisons, trunc [2d-f32] meets the error. As the main phase
+    # records that, the replay of frac [1d-f32] then trunc [2d-f32] starts, before trunc's
+    # repeats make it a suspect; the trace takes that replay's answer: one replay in all.
+    store = tmp_path / "store"
+    Culprits(Store(str(store)), "noisestack").remember(("frac", "1d-f32"))
+    env = {**ENV, "TRITON_CACHE_DIR": str(tmp_path / "triton-cache"), "NOISESTACK_COMPILE_SLEEP": "4"}
+    done = run_cli("survey", "--stack", "noisestack", "--conf", NOISE_CONF, "--spec", SPEC, "--store", str(store),
+                   "-o", "pairs.json", "--ops", "frac,trunc", "--workers", "1", env=env, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads((tmp_path / "pairs.json").read_text())
+    victim = case(doc, "trunc", "2d-f32")
+    assert victim["status"] == model.PASS and victim["poisoned_by"] == {"overload": "frac", "profile": "1d-f32"}
+    assert victim["replay"]["known"] is True
+    assert case(doc, "frac", "1d-f32")["status"] == model.ERROR
+    run = doc["provenance"]["runs"][-1]
+    figures = run["confirm"]["replay"]
+    assert (figures["known"], figures["replays"], figures["pairs"]) == (1, 1, {"ahead": 1, "unused": 0}), figures
+    replays = [w for w in run["worker_log"] if w["for"].startswith("replay")]
+    assert [w["for"] for w in replays] == ["replay, ahead of its repeats"] and replays[0]["cases"] == 2, replays
+    assert unused_workers(doc) == []
 
 
 def unused_workers(doc) -> list[dict]:

@@ -533,8 +533,9 @@ def _stream(survey: Survey) -> confirm.Confirmation:
     options, journal = survey.options, survey.journal
     label = _baseline_label(survey)
     native = confirm.native_config(survey.config, survey.route_set.overloads, options.native_route) if label else None
+    known = [] if options.no_store else Culprits(Store(options.store), options.stack).known()
     stream = confirm.Confirmation(survey.config, survey.this_run.get("workers") or survey.choice.workers,
-                                  options.repeats, native)
+                                  options.repeats, native, known)
     for name, cases in sorted(journal.finished.items()):
         for case in cases:
             stream.consider(name, case)

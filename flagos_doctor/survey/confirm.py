@@ -33,9 +33,12 @@ Once the main phase has ended,
 :func:`confirm` applies each lane's records as it runs out of tasks, in the order passes
 had one after another: the records and the census are those of passes run in turn.
 
-A lane's worker runs many cases, so a case can meet a sticky error another case of that
-worker left (a kernel writing out of bounds without failing: CUDA says so at the next
-synchronisation, in the next case). A case that reports one after other cases of its
+A case whose main run reported a sticky error, and a culprit the store knows for leaving
+one (:class:`flagos_doctor.store.Culprits`), runs alone in each repeat lane from the start
+(a fresh worker for it alone), never in a lane's shared worker. Otherwise a lane's worker
+runs many cases, so a case can meet a sticky error another case of that worker left (a
+kernel writing out of bounds without failing: CUDA says so at the next synchronisation, in
+the next case). A case that reports one after other cases of its
 worker runs again as the first case of a fresh worker, where nothing ran before it, and
 that run is its record in the pass (a repeat keeps ``"alone"`` in ``repeat_details``: what
 the shared worker's run said, {``poison``, ``after``: the cases that worker ran before
@@ -292,8 +295,13 @@ class Confirmation:
     queued, each in a lane of its own; with fewer workers than repeats (``chained``) its
     first repeat only, each later one when the one before it ends."""
 
-    def __init__(self, config: WorkerConfig, workers: int, repeats: int, native: WorkerConfig | None):
+    def __init__(self, config: WorkerConfig, workers: int, repeats: int, native: WorkerConfig | None,
+                 known: list = ()):
         self.config, self.times, self.workers = config, repeats, max(1, workers)
+        #: culprits the store knows on this stack: alone in each repeat lane, and their
+        #: replays before a case they may have poisoned run from the main phase on
+        self.known = {tuple(c) for c in known}
+        self.pairs = replay.PairsAhead(dataclasses.replace(config, nice=NICE), list(known)) if repeats and known else None
         configs = [dataclasses.replace(config, purpose=f"repeat {index + 1}") for index in range(repeats)]
         configs += [native] if native is not None else []
         shares = _shares(self.workers, [self.workers] * len(configs))
@@ -309,10 +317,12 @@ class Confirmation:
     def consider(self, name: str, case: dict) -> None:
         """A case the survey recorded (or found finished in the results file): queue what
         its confirmation still lacks (:func:`to_repeat`, :func:`to_baseline`)."""
+        if self.pairs is not None:
+            self.pairs.seen(name, case)
         if case["status"] not in model.FAILURES + (model.FLAKY,) or case["profile"] == "-":
             return
         key = (name, case["profile"])
-        if case.get("poison"):
+        if case.get("poison") or key in self.known:
             with self._lock:
                 self._alone.add(key)
         lacking = self.times + 1 - len(case.get("repeats") or [case["status"]])
@@ -396,7 +406,7 @@ def confirm(stream: Confirmation, record: ResultsFile, *, baseline_label: str | 
     rep_figures = {"repeated": len(to_repeat(finished, repeats)), "times": repeats, "flaky": 0}
     base_figures = {"cases": len(base_pairs), "native_also": 0}
     known = culprits.known() if culprits else []
-    tracer = replay.Ahead(stream.config, finished, workers, known)
+    tracer = replay.Ahead(stream.config, finished, workers, known, stream.pairs)
     stream.trace_with(tracer)
     lanes = stream.lanes[:len(repeat_passes)] + ([stream.native] if base_pairs else [])
     queued = stream.queued()  # by the main phase's end
@@ -417,11 +427,16 @@ def confirm(stream: Confirmation, record: ResultsFile, *, baseline_label: str | 
             # side by side, as many replays at once as the run has workers; culprits this stack
             # left before (the store's, :class:`flagos_doctor.store.Culprits`) tried first
             done["replay"] = replay.trace(stream.config, record, note, width=workers, known=known,
-                                          remember=culprits.remember if culprits else None, ahead=tracer)
+                                          remember=culprits.remember if culprits else None, ahead=tracer,
+                                          pairs=stream.pairs)
             record.save()
     finally:
         stream.stop()
         tracer.close()
+        if stream.pairs is not None:
+            stream.pairs.close()
+    if stream.pairs is not None and stream.pairs.figures()["ahead"]:
+        done.setdefault("replay", {})["pairs"] = stream.pairs.figures()
     if baseline_label:
         done["baseline"] = {"label": baseline_label, **base_figures}
     done["passes"] = {"count": len(lanes), "at_once": len(lanes), "workers": workers, "ended_s": ended_at,

@@ -44,7 +44,9 @@ A culprit the store has seen leave a sticky error on this stack before (``known`
 :class:`flagos_doctor.store.Culprits`) is tried first, alone before the suspect: when it
 brings the error back it is the culprit (``replay`` says ``known: true``) and no bisection
 runs; when it does not, the bisection runs as above. A culprit found is remembered
-(``remember``).
+(``remember``). That replay starts as soon as the main phase records the case failing
+after such a culprit in its worker (:class:`PairsAhead`), before its repeats make it a
+suspect.
 """
 
 from __future__ import annotations
@@ -259,7 +261,8 @@ def bisect_side_by_side(config: WorkerConfig, earlier: list[Case], target: Case,
 
 
 def trace(config: WorkerConfig, record: ResultsFile, note=None, width: int = 1,
-          known: list[Case] = (), remember=None, ahead: "Ahead | None" = None) -> dict:
+          known: list[Case] = (), remember=None, ahead: "Ahead | None" = None,
+          pairs: "PairsAhead | None" = None) -> dict:
     """Trace every suspect of ``record``'s finished overloads (recorded through it); the
     figures for the run's ``confirm.replay``: {suspects, traced, untraced (came back only
     with several cases), not_reproduced, runs (on the bisection's path), replays (run, side
@@ -267,7 +270,8 @@ def trace(config: WorkerConfig, record: ResultsFile, note=None, width: int = 1,
 
     ``width``: replays at once; ``known``: culprits seen before on this stack, tried first;
     ``remember(culprit)``: called with each culprit found; ``ahead``: the replays already
-    run for some suspects while the confirmation's passes ran (:class:`Ahead`)."""
+    run for some suspects while the confirmation's passes ran (:class:`Ahead`); ``pairs``:
+    known culprits' replays run from the main phase on (:class:`PairsAhead`)."""
 
     figures = {"suspects": 0, "traced": 0, "untraced": 0, "not_reproduced": 0, "runs": 0,
                "replays": 0, "rounds": 0, "known": 0}
@@ -281,7 +285,7 @@ def trace(config: WorkerConfig, record: ResultsFile, note=None, width: int = 1,
                  f"(it failed with {case['poison']!r} there and passed in fresh workers)")
         found = ahead.outcome(target, earlier) if ahead is not None else None
         if found is None:
-            found = trace_one(config, earlier, target, width, known, figures)
+            found = trace_one(config, earlier, target, width, known, figures, pairs)
         came_back, culprit, log, from_known = found
         figures["runs"] += len(log)
         record.record_replay(case, len(log), len(earlier), came_back, known=from_known)
@@ -295,11 +299,11 @@ def trace(config: WorkerConfig, record: ResultsFile, note=None, width: int = 1,
 
 
 def trace_one(config: WorkerConfig, earlier: list[Case], target: Case, width: int, known,
-              figures: dict) -> tuple[bool, Case | None, list, bool]:
+              figures: dict, pairs: "PairsAhead | None" = None) -> tuple[bool, Case | None, list, bool]:
     """(came back, culprit, the replays on the bisection's path, found from a known culprit)
     for one suspect: a known culprit first, else the bisection. Records nothing."""
     log: list = []
-    culprit = _try_known(config, earlier, target, known, figures)
+    culprit = _try_known(config, earlier, target, known, figures, pairs)
     if culprit is not None:
         return True, culprit, [{"cases": 2, "came_back": True}], True
     if not earlier:  # no earlier case: nothing could have left it behind (the repeats ran it alone)
@@ -321,8 +325,8 @@ class Ahead:
     """
 
     def __init__(self, config: WorkerConfig, finished: dict[str, list[dict]], width: int,
-                 known: list[Case] = ()):
-        self.config, self.width, self.known = config, width, list(known)
+                 known: list[Case] = (), pairs: "PairsAhead | None" = None):
+        self.config, self.width, self.known, self.pairs = config, width, list(known), pairs
         wanted = model.FAILURES
         #: the cases that may become suspects, and the earlier cases of their worker
         self.candidates = {(name, case["profile"]): replayed_before(finished, case)
@@ -349,7 +353,8 @@ class Ahead:
         figures = {"replays": 0, "rounds": 0, "known": 0}
         began = time.monotonic()
         try:
-            outcome = trace_one(self.config, self.candidates[target], target, self.width, self.known, figures)
+            outcome = trace_one(self.config, self.candidates[target], target, self.width, self.known, figures,
+                                self.pairs)
         except Exception:  # noqa: BLE001  (trace then runs it itself, and reports what it finds)
             outcome = None
         with self._lock:
@@ -378,18 +383,98 @@ class Ahead:
             thread.join()
 
 
-def _try_known(config: WorkerConfig, earlier: list[Case], target: Case, known, figures: dict) -> Case | None:
+def known_before(earlier: list[Case], known) -> Case | None:
+    """The culprit seen before on this stack that a replay of a case tries first: the
+    latest of its earlier cases that is one of them (None: none is)."""
+    seen = {tuple(c) for c in known}
+    return next((c for c in reversed(earlier) if tuple(c) in seen), None)
+
+
+def _try_known(config: WorkerConfig, earlier: list[Case], target: Case, known, figures: dict,
+               pairs: "PairsAhead | None" = None) -> Case | None:
     """The first culprit seen before on this stack (latest earlier case first) that, alone
     before ``target``, brings its error back; None when none of them is an earlier case or
-    none does."""
-    seen = {tuple(c) for c in known}
-    for culprit in [c for c in reversed(earlier) if tuple(c) in seen][:1]:
-        figures["replays"] += 1
-        figures["rounds"] += 1
-        if replay(config, [culprit, target]):
-            figures["known"] += 1
-            return culprit
+    none does. ``pairs``: that replay's answer when it ran ahead (:class:`PairsAhead`)."""
+    culprit = known_before(earlier, known)
+    if culprit is None:
+        return None
+    figures["replays"] += 1
+    figures["rounds"] += 1
+    came_back = pairs.answer(culprit, target) if pairs is not None else None
+    if came_back is None:
+        came_back = replay(config, [culprit, target])
+    if came_back:
+        figures["known"] += 1
+        return culprit
     return None
+
+
+class PairsAhead:
+    """A known culprit's replay before a case, run as soon as the main phase records the
+    case failing with a sticky error after that culprit in its worker: before its repeats
+    have made it a suspect (FLAKY: :func:`suspects`), which takes a worker start and a case
+    (on the H200 a warm torch_fl survey's tail was that, then this replay's own start).
+    :func:`_try_known` takes the answer; the same replay run then would give it (module
+    doc). A pair whose case never becomes a suspect ran for nothing: counted (``unused``).
+    Each runs in a fresh worker of ``config``."""
+
+    def __init__(self, config: WorkerConfig, known: list[Case]):
+        self.config = dataclasses.replace(config, purpose="replay, ahead of its repeats", baseline=False)
+        self.known = [tuple(c) for c in known]
+        self._ran: dict[str, dict[int, Case]] = {}  # worker -> {worker_order: case} recorded
+        self._answers: dict[tuple, bool] = {}
+        self._threads: dict[tuple, threading.Thread] = {}
+        self._asked: set = set()
+        self._lock = threading.Lock()
+
+    def seen(self, name: str, case: dict) -> None:
+        """A case the main phase recorded: the replay starts when it met a sticky error after
+        a known culprit in its worker."""
+        worker, order = case.get("worker"), case.get("worker_order")
+        if not worker or not order or not self.known:
+            return
+        target = (name, case["profile"])
+        with self._lock:
+            ran = self._ran.setdefault(worker, {})
+            ran[order] = target
+            if not case.get("poison"):
+                return
+            earlier = [ran[o] for o in sorted(ran) if o < order][-MAX_REPLAY_CASES:]
+            culprit = known_before(earlier, self.known)
+            if culprit is None or (culprit, target) in self._threads:
+                return
+            thread = threading.Thread(target=self._run, args=(culprit, target), daemon=True,
+                                      name="flagos-replay-pair")
+            self._threads[(culprit, target)] = thread
+        thread.start()
+
+    def _run(self, culprit: Case, target: Case) -> None:
+        came_back = any(r.get("poison") for _, r in in_fresh_worker(self.config, [culprit, target]))
+        with self._lock:
+            self._answers[(culprit, target)] = came_back
+
+    def answer(self, culprit: Case, target: Case) -> bool | None:
+        """The pair's answer (waiting for it), or None when it was not run ahead."""
+        with self._lock:
+            thread = self._threads.get((tuple(culprit), tuple(target)))
+            self._asked.add((tuple(culprit), tuple(target)))
+        if thread is None:
+            return None
+        thread.join()
+        with self._lock:
+            return self._answers.get((tuple(culprit), tuple(target)))
+
+    def figures(self) -> dict:
+        """{ahead: pairs run ahead, unused: of them, those no suspect asked for}."""
+        with self._lock:
+            return {"ahead": len(self._threads), "unused": len(set(self._threads) - self._asked)}
+
+    def close(self) -> None:
+        """Wait for every pair started."""
+        with self._lock:
+            threads = list(self._threads.values())
+        for thread in threads:
+            thread.join()
 
 
 def _settle_suspect(record: ResultsFile, case: dict, target: Case, came_back: bool, culprit: Case | None,
