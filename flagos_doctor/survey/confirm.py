@@ -380,6 +380,13 @@ class Confirmation:
         for lane in self.lanes:
             lane.stop()
 
+    def close_pairs(self) -> dict | None:
+        """Wait for the known culprits' replays run ahead; their figures, None when none ran."""
+        if self.pairs is None:
+            return None
+        self.pairs.close()
+        return self.pairs.figures() if self.pairs.figures()["ahead"] else None
+
 
 def confirm(stream: Confirmation, record: ResultsFile, *, baseline_label: str | None, note=None,
             culprits=None) -> dict:
@@ -433,10 +440,9 @@ def confirm(stream: Confirmation, record: ResultsFile, *, baseline_label: str | 
     finally:
         stream.stop()
         tracer.close()
-        if stream.pairs is not None:
-            stream.pairs.close()
-    if stream.pairs is not None and stream.pairs.figures()["ahead"]:
-        done.setdefault("replay", {})["pairs"] = stream.pairs.figures()
+        pairs = stream.close_pairs()
+    if pairs:
+        done.setdefault("replay", {})["pairs"] = pairs
     if baseline_label:
         done["baseline"] = {"label": baseline_label, **base_figures}
     done["passes"] = {"count": len(lanes), "at_once": len(lanes), "workers": workers, "ended_s": ended_at,
