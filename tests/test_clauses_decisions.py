@@ -58,6 +58,9 @@ def test_the_innermost_if_whose_test_holds_the_read_at_that_line_decides(tmp_pat
               "        go()\n")
     decision = decide(tmp_path, source, True)  # the read's line is the test's second line
     assert decision["statement"] == "if flag and torch.cuda.is_available():" and decision["statement_line"] == 3
+    # On one line, the conditional expression inside the if's test is the inner one.
+    inner = decide(tmp_path, "import torch\nif ('cuda' if torch.cuda.is_available() else 'cpu') == wanted:\n    go()\n", True)
+    assert inner["statement"] == "... if torch.cuda.is_available() else ..."
 
 
 def test_and_before_the_read_was_true_so_the_answer_decides_both_ways(tmp_path):
@@ -81,6 +84,17 @@ def test_when_the_rest_of_the_test_decides_the_other_answer_it_is_not_evaluated(
     assert "taken_lines" not in now_open and "skipped" not in now_open
 
 
+def test_what_follows_the_read_is_unknown_unless_it_reads_too(tmp_path):
+    # enabled() is another function, not the read; (enabled() or forced) reads nothing.
+    decision = decide(tmp_path, "import torch\nif torch.cuda.is_available() and (enabled() or forced):\n    go()\n", True)
+    assert (decision["test_now"], decision["test_other"]) == (None, False)
+
+
+def test_only_not_turns_the_answer_round_and_another_operator_on_it_is_not_evaluated(tmp_path):
+    decision = decide(tmp_path, "import torch\nif ~torch.cuda.is_available():\n    go()\n", True)  # -2 or -1: true both ways
+    assert (decision["test_now"], decision["test_other"], decision["evaluated"]) == (None, None, False)
+
+
 def test_a_negated_read_and_a_bare_imported_reader_are_the_read(tmp_path):
     negated = decide(tmp_path, "import torch\nif not torch.cuda.is_available():\n    cpu()\n", True)
     assert (negated["test_now"], negated["test_other"]) == (False, True)
@@ -95,6 +109,10 @@ def test_a_line_that_tests_nothing_and_a_source_that_cannot_be_read_are_not_eval
                      "why": "line 2 does not test the answer in an if, while or conditional expression"}
     other_name = decide(tmp_path, "import torch\nif torch.cuda.device_count():\n    go()\n", True, marker="if")
     assert other_name["evaluated"] is False  # the test reads another probe
+    # The conditional expression at line 2 tests something else; the if reading is on line 3.
+    elsewhere = decide(tmp_path, "import torch\nok = torch.cuda.is_available() if probing else None\n"
+                                 "if torch.cuda.is_available():\n    go()\n", True)
+    assert elsewhere == plain
     missing = decisions.source_decision(str(tmp_path / "gone.py"), 1, "is_available", True)
     assert missing == {"evaluated": False, "why": "the source cannot be read (FileNotFoundError)"}
     (tmp_path / "broken.py").write_text("if torch.cuda.is_available(:\n")
@@ -160,6 +178,98 @@ def test_a_branch_ending_in_raise_says_so_and_the_other_answer_skips_only_the_br
     assert decide(tmp_path, source, True)["skipped"] == {"lines": [6, 6], "ended_by": None, "writes": [], "calls": []}
 
 
+def test_the_lines_taken_and_skipped_end_where_their_last_statement_ends(tmp_path):
+    source = "import torch\nif torch.cuda.is_available():\n    x = make(\n        'cuda')\nelse:\n    x = make(\n        'cpu')\n"
+    decision = decide(tmp_path, source, True)
+    assert decision["taken_lines"] == [3, 4] and decision["skipped"]["lines"] == [6, 7]
+    choice = decide(tmp_path, "import torch\ndevice = (make('cuda',\n               'fast') if torch.cuda.is_available() else 'cpu')\n", True)
+    assert choice["taken_lines"] == [2, 3]
+
+
+def test_the_rest_of_the_function_is_the_rest_of_each_block_around_the_branch_and_stops_at_the_function(tmp_path):
+    source = ("import torch\n\n\ndef check(items):\n    for item in items:\n        if not torch.cuda.is_available():\n"
+              "            raise RuntimeError('no')\n        torch.seen = item\n    torch.ok = 1\n\n\ntorch.after = 1\n")
+    skipped = decide(tmp_path, source, False)["skipped"]
+    assert skipped["lines"] == [8, 9] and skipped["ended_by"] == "raise"
+    assert skipped["writes"] == [{"name": "torch.seen", "line": 8}, {"name": "torch.ok", "line": 9}]
+
+
+OWN_NAMES = '''import torch
+from torch import cuda as tcuda
+
+state = object()
+
+
+class Settings:
+    pass
+
+
+def configure():
+    if torch.cuda.is_available():
+        return
+    Settings.device = "cpu"
+    state.ready = True
+    configure.done = True
+    tcuda.initialised = False
+'''
+
+
+def test_a_write_is_named_through_the_modules_own_globals_and_its_imports_aliases(tmp_path):
+    assert decide(tmp_path, OWN_NAMES, True)["skipped"]["writes"] == [
+        {"name": "Settings.device", "line": 14}, {"name": "state.ready", "line": 15},
+        {"name": "configure.done", "line": 16}, {"name": "torch.cuda.initialised", "line": 17}]
+
+
+UNNAMED = '''import torch
+from .helpers import registry
+
+mode = None
+
+
+def configure(table):
+    if torch.cuda.is_available():
+        return
+    mode = "cpu"
+    table["cpu"].ready = True
+    registry.cpu = True
+    torch.cpu_only = True
+'''
+
+
+def test_a_name_rebound_and_an_attribute_with_no_dotted_name_are_no_writes(tmp_path):
+    # A local (even one named like a global), an attribute of a subscript, a name from a
+    # relative import (its package unknown here): nothing others see by a dotted name.
+    assert decide(tmp_path, UNNAMED, True)["skipped"]["writes"] == [{"name": "torch.cpu_only", "line": 13}]
+
+
+SETATTRS = '''import torch
+
+
+def fall_back(name, value, pair):
+    if torch.cuda.is_available():
+        return
+    torch.cuda.empty_cache()
+    getattr(torch.cuda, "device_count")
+    setattr(*pair)
+    setattr(torch, name, 1)
+    setattr(torch, b"raw", 1)
+    setattr(torch.cuda, "device", value)
+'''
+
+
+def test_setattr_is_a_write_only_with_the_name_written_out_and_other_calls_are_not(tmp_path):
+    skipped = decide(tmp_path, SETATTRS, True)["skipped"]
+    assert skipped["writes"] == [{"name": "torch.cuda.device", "line": 12}] and skipped["calls"] == []
+
+
+def test_a_calls_text_is_kept_up_to_60_characters(tmp_path):
+    source = ("import torch\n\n\ndef helper(text):\n    torch.text = text\n\n\ndef go():\n"
+              "    if torch.cuda.is_available():\n        return\n"
+              f"    helper('{'x' * 50}')\n    helper('{'x' * 51}')\n")
+    calls = decide(tmp_path, source, True)["skipped"]["calls"]
+    assert [len(c["call"]) for c in calls] == [60, len("helper(...)")]
+
+
 def test_nothing_skipped_is_none(tmp_path):
     source = "import torch\nif torch.cuda.is_available():\n    go()\n"
     assert "skipped" not in decide(tmp_path, source, True)  # no else, and the branch taken goes on
@@ -185,9 +295,11 @@ def test_a_function_met_first_by_a_longer_path_is_still_followed_three_calls_dee
 def test_a_read_returned_as_it_is_goes_to_the_caller(tmp_path):
     path = tmp_path / "reader.py"
     path.write_text("import torch\n\n\ndef native():\n    return torch.cuda.is_available()\n\n\ndef other():\n"
-                    "    x = torch.cuda.is_available()\n    return x\n")
+                    "    x = torch.cuda.is_available()\n    return x\n\n\ndef negated():\n"
+                    "    return not torch.cuda.is_available()\n")
     assert decisions._returns_the_read(str(path), 5, "is_available")
     assert not decisions._returns_the_read(str(path), 9, "is_available")
+    assert not decisions._returns_the_read(str(path), 14, "is_available")  # an answer changed is not as it is
     assert not decisions._returns_the_read(str(tmp_path / "gone.py"), 5, "is_available")
 
 
@@ -219,19 +331,35 @@ def test_what_a_skipped_write_would_replace_is_named_by_its_file_and_function(tm
         sys.modules.pop("heldmodule", None)
 
 
-def test_tritons_backends_are_asked_again_with_the_other_answer_and_the_probe_put_back():
+def test_tritons_backends_are_asked_again_with_the_other_answer_and_the_probe_put_back(monkeypatch):
     torch = pytest.importorskip("torch")
     pytest.importorskip("triton")
+    from triton.backends import Backend, backends
+
+    class Unloadable:  # a backend plugin whose driver cannot load its library here
+        @staticmethod
+        def is_active():
+            raise OSError("libfoo.so: cannot open shared object file")
+    monkeypatch.setitem(backends, "foo", Backend(compiler=None, driver=Unloadable))
     kept = torch.cuda.is_available
     probe = {"owner": torch.cuda, "attr": "is_available"}
     other = decisions.triton_choice(probe, True)
     assert other["evaluated"] and other["kind"] == "triton-driver" and other["answer"] is True
     assert other["is_active"]["nvidia"] is True and "nvidia" in other["active_backends"]
     assert decisions.triton_choice(probe, False)["is_active"]["nvidia"] is False
+    assert other["is_active"]["foo"] == "raised OSError" and "foo" not in other["active_backends"]
     assert torch.cuda.is_available is kept
 
 
-def test_torch_fls_vendor_test_is_read_from_the_modules_imported_and_nothing_is_imported():
+def test_where_tritons_backends_cannot_be_listed_nothing_is_evaluated(monkeypatch):
+    monkeypatch.setitem(sys.modules, "triton.backends", None)  # as where Triton is not installed
+    owner = types.ModuleType("torch.cuda")
+    owner.is_available = lambda: False
+    assert decisions.triton_choice({"owner": owner, "attr": "is_available"}, True) == {
+        "evaluated": False, "why": "cannot list Triton's backends: ModuleNotFoundError"}
+
+
+def test_torch_fls_vendor_test_is_read_from_the_modules_imported_and_nothing_is_imported(monkeypatch):
     assert decisions.torch_fl_vendor({}) is None
     compat = types.ModuleType("torch_fl.accelerator.cuda._cuda_compat")
     compat._load_libcuda = lambda: None
@@ -246,3 +374,6 @@ def test_torch_fls_vendor_test_is_read_from_the_modules_imported_and_nothing_is_
                      "is_nvidia_cuda_available": {"ok": False, "repr": "OSError: libcuda.so.1: cannot open"},
                      "build_accelerator": {"ok": True, "repr": "'cuda'", "bool": None}}
     assert decisions.torch_fl_vendor({"torch_fl": types.ModuleType("torch_fl")}) == {}
+    monkeypatch.setitem(sys.modules, "torch_fl", root)  # by default: this process's modules
+    monkeypatch.delitem(sys.modules, "torch_fl.accelerator.cuda._cuda_compat", raising=False)
+    assert decisions.torch_fl_vendor() == {"build_accelerator": {"ok": True, "repr": "'cuda'", "bool": None}}
