@@ -420,6 +420,7 @@ class Pool:
             with self._live_lock:
                 self._live[slot] = worker
             if self._all_done:
+                worker.purpose += ", stopped while starting: every task had ended"
                 worker.child.kill()
 
         worker = WorkerProcess(self.config, slot, list_only=list_only, spawned=spawned)
