@@ -1,7 +1,8 @@
 """Each promise of flagos_doctor/probe/decisions.py's docstrings, one test each, through its
 documented functions on real source files written here (the branch a read decides, the code
 it kept from running, Triton's backends asked again, torch_fl's vendor test, what a name
-holds). The real runs (the seed bug, the real torch_fl) are in tests/test_explain_chains.py
+holds); ``collect``'s through the probe on ``tests/fixtures/probe_stacks/decisionstack`` (a second
+each). The real runs (the seed bug, the real torch_fl) are in tests/test_explain_chains.py
 and tests/test_torch_fl_real.py; scripts/mutation runs these first."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import types
 import pytest
 
 from flagos_doctor.probe import decisions
+from test_probe import line_of, probe
 
 READ = "torch.cuda.is_available()"
 
@@ -377,3 +379,77 @@ def test_torch_fls_vendor_test_is_read_from_the_modules_imported_and_nothing_is_
     monkeypatch.setitem(sys.modules, "torch_fl", root)  # by default: this process's modules
     monkeypatch.delitem(sys.modules, "torch_fl.accelerator.cuda._cuda_compat", raising=False)
     assert decisions.torch_fl_vendor() == {"build_accelerator": {"ok": True, "repr": "'cuda'", "bool": None}}
+
+
+def collected(*cases: str, exercise: bool = False) -> list[dict]:
+    """``collect``'s records of a probe run on decisionstack with these cases (its docstring)."""
+    document = probe({"DECISIONSTACK": ",".join(cases)}, imports=["decisionstack"], exercise=exercise)
+    return document["facts"]["decisions"]
+
+
+GUARD = ("decisionstack/__init__.py", line_of("decisionstack", "elif torch.cuda.is_available():  # the guard"))
+
+
+def test_collect_keeps_the_reads_of_a_replaced_question_probe_only():
+    (entry,) = collected("other-probe")  # torch.cuda.device_count was replaced and read too: no question
+    assert (entry["probe"], entry["file"], entry["line"]) == ("torch.cuda.is_available", *GUARD)
+    assert entry["decision"]["evaluated"] is True and entry["decision"]["kind"] == "branch"
+
+
+def test_collect_leaves_a_probe_put_back_or_replaced_by_no_function():
+    assert collected("restored") == [] and collected("not-callable") == []
+
+
+def test_collect_keeps_torchs_own_reads_only_where_the_two_answers_differ():
+    assert [(e["file"], e["line"]) for e in collected("torch-reads")] == [GUARD]  # both answer alike
+    guard, torch_read = collected("torch-reads", "flipped")  # the shim answers the other way
+    assert (guard["file"], guard["line"]) == GUARD and torch_read["file"] == "torch/cuda/amp/common.py"
+
+
+def test_collect_does_not_evaluate_a_replacement_that_answers_neither_true_nor_false():
+    (entry,) = collected("not-bool")
+    assert entry["replaced_answer"] == {"ok": True, "repr": "0", "bool": None}
+    assert entry["decision"] == {"evaluated": False, "why": "the replacement does not answer True or False here"}
+
+
+def test_collect_asks_tritons_backends_again_where_tritons_driver_read_the_answer():
+    pytest.importorskip("triton")
+    guard, driver = collected("triton-reads")
+    other = not driver["replaced_answer"]["bool"]
+    assert (guard["file"], guard["line"]) == GUARD and driver["file"] == "triton/backends/nvidia/driver.py"
+    assert driver["decision"]["kind"] == "triton-driver" and driver["decision"]["answer"] is other
+    assert driver["decision"]["is_active"]["nvidia"] is other
+
+
+def test_collect_hands_only_a_read_returned_as_it_is_to_its_callers_test():
+    guard, called, native = collected("called", "through")
+    assert called["line"] == line_of("decisionstack", "# decides itself") and "through" not in called["decision"]
+    caller = line_of("decisionstack", "# the caller's test")
+    assert native["line"] == line_of("decisionstack", "# hands the answer to its caller")
+    assert native["decision"]["statement_line"] == caller and native["decision"]["test_now"] is native["replaced_answer"]["bool"]
+    assert native["decision"]["through"] == {"function": "_native", "file": "decisionstack/__init__.py", "line": caller}
+
+
+def test_collect_hands_no_read_kept_in_a_name_or_deciding_itself_to_its_caller():
+    guard, stored, one_line = collected("stored", "one-line")
+    assert stored["line"] == line_of("decisionstack", "# kept in a name")
+    assert stored["decision"]["evaluated"] is False and "through" not in stored["decision"]
+    assert one_line["line"] == line_of("decisionstack", "(decides and returns)")
+    assert one_line["decision"]["statement"] == "if torch.cuda.is_available():" and "through" not in one_line["decision"]
+    assert one_line["decision"]["statement_line"] == one_line["line"]
+
+
+def test_collect_keeps_a_returned_read_no_stack_code_called_as_its_own():
+    # the probe's exercise calls the replaced current_device: above the reader, only the
+    # doctor's own frames, so there is no caller's test to hand the answer to
+    entries = collected("exercised", exercise=True)
+    (reader,) = [e for e in entries if e["line"] == line_of("decisionstack", "# the exercise's call")]
+    assert reader["decision"]["evaluated"] is False and "through" not in reader["decision"]
+
+
+def test_collect_says_what_each_write_a_read_skipped_holds_now():
+    (guard, choice) = collected("skips-write")
+    (write,) = choice["decision"]["skipped"]["writes"]
+    skipped = "synchronize" if choice["decision"]["test_now"] is False else "ipc_collect"
+    assert write["name"] == f"torch.cuda.{skipped}"
+    assert write["stock"] == {"file": "torch/cuda/__init__.py", "function": skipped} and write["method"] is False
