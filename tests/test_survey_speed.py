@@ -436,3 +436,39 @@ def test_hints_from_the_store_survive_a_harness_change_but_not_another_route_set
     run = last_run(tmp_path / "third.json")
     assert run["hints"] == [{"path": str(filed.parent / "0000000000000000.json"), "from": "store, same work"}]
     assert run["slow_first"]["first"] == ["neg/1d-f32"]
+
+
+def test_a_confirmation_lane_starts_another_worker_only_for_work_worth_its_start(tmp_path):
+    # floor's six cases fail in a millisecond each, in the main phase's workers at about the
+    # same moment, while each repeat lane's first worker is still importing torch: one worker
+    # runs them all long before a second could be ready. Before, a lane started a worker for
+    # each task no worker was free to take (here two each; on the H200 sixteen workers for
+    # 393 repeats, eight of which ran one case).
+    done = run_cli("survey", "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,floor", "--no-store",
+                   "-o", "lanes.json", "--workers", "4", env=FAULT_ENV, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    run = last_run(tmp_path / "lanes.json")
+    assert run["confirm"]["passes"]["queued"] == [6, 6] and run["confirm"]["passes"]["started"] == [1, 1], run["confirm"]
+    lanes = [w for w in run["worker_log"] if w["for"].startswith("repeat")]
+    assert sorted((w["for"], w["cases"]) for w in lanes) == [("repeat 1", 6), ("repeat 2", 6)], run["worker_log"]
+
+
+def test_a_lane_starts_a_worker_for_waiting_work_that_outlasts_a_start_and_never_for_a_free_slots():
+    from flagos_doctor.survey.pool import worth_a_start
+
+    # (waiting tasks, free slots, slots started, their expected seconds, a worker's start)
+    assert worth_a_start(1, 0, 0, 0.001, 10.0)  # the first worker: nothing else would run it
+    assert not worth_a_start(2, 2, 2, 500.0, 1.0)  # two slots free (idle or starting) take both
+    assert not worth_a_start(9, 1, 1, 9.0, 10.0)  # one worker ends them before another is ready
+    assert worth_a_start(9, 1, 1, 11.0, 10.0)  # it would still be busy when another is ready
+    assert not worth_a_start(9, 0, 3, 29.0, 10.0) and worth_a_start(9, 0, 3, 31.0, 10.0)  # shared among three
+    assert worth_a_start(3, 1, 1, None, 10.0) and worth_a_start(3, 1, 1, 0.1, None)  # unknown: as before
+
+
+def test_a_lanes_expected_seconds_leave_out_the_compiling_its_caches_spare():
+    from flagos_doctor.survey.confirm import expected_seconds
+
+    assert expected_seconds({"seconds": 2.5}) == 2.5
+    assert expected_seconds({"seconds": 60.0, "triton": {"compile_seconds": 50.0, "autotune_seconds": 8.0}}) == 2.0
+    assert expected_seconds({"seconds": 1.0, "triton": {"compile_seconds": 3.0}}) == 0.0  # waits overlapped
+    assert expected_seconds({"status": "CRASH"}) is None and expected_seconds({"seconds": None}) is None

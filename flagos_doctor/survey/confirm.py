@@ -22,7 +22,9 @@ case it records to :meth:`Confirmation.consider`, and a failure's repeats and it
 native-path run are queued at once, each in a *lane* of its own (repeat 1, repeat 2, ...,
 native): a streaming :class:`~flagos_doctor.survey.pool.Pool` whose workers (niced, so the
 main phase keeps the cores it needs) start only for a task waiting that no worker of the
-lane is free to take, the run's worker count shared among the lanes. A case's repeats run
+lane is free to take, and only when the work waiting (each case's seconds in the main
+phase, less its compiling: :func:`expected_seconds`) would outlast a worker's start
+(:func:`~flagos_doctor.survey.pool.worth_a_start`), the run's worker count shared among the lanes. A case's repeats run
 side by side in distinct fresh workers, as the passes did before lanes (chained, each
 waiting for the one before, they put a worker start and a case per repeat on the run's
 critical path: torch_fl warm on the H200 73 s -> 101 s). A run with fewer workers than
@@ -149,6 +151,17 @@ class AloneAgain:
                 seen(key, record)
 
 
+def expected_seconds(case: dict) -> float | None:
+    """The seconds a case's run in a lane is expected to take: its last run's, less what it
+    spent compiling and autotuning (found in Triton's caches by then); None when unknown."""
+    seconds = case.get("seconds")
+    if not isinstance(seconds, (int, float)):
+        return None
+    triton = case.get("triton") or {}
+    spent = sum(triton.get(field) or 0 for field in ("compile_seconds", "autotune_seconds"))
+    return max(0.0, seconds - spent)
+
+
 def _plan_repeats(finished: dict[str, list[dict]], times: int) -> list[list[tuple[str, dict]]]:
     """The repeat passes still to run, in order: pass ``i`` holds the failures that lack
     more than ``i`` repeats (what :func:`to_repeat` gives before pass ``i`` when every pass
@@ -245,8 +258,9 @@ class Lane:
         self.alone = AloneAgain(dataclasses.replace(config, nice=NICE), workers, first=self._record)
         self.pool.stream(self._event)
 
-    def add(self, key: tuple, alone: bool = False) -> None:
-        """Queue ``key``; ``alone``: in a fresh worker of its own (a sticky error in its main run)."""
+    def add(self, key: tuple, alone: bool = False, work: float | None = None) -> None:
+        """Queue ``key``; ``alone``: in a fresh worker of its own (a sticky error in its main
+        run); ``work``: the seconds it is expected to take (:func:`expected_seconds`)."""
         with self._lock:
             if key in self._queued:
                 return
@@ -254,7 +268,7 @@ class Lane:
         if alone:
             self.alone.start(key)
         else:
-            self.pool.add([(key[0], [key[1]])])
+            self.pool.add([(key[0], [key[1]])], work)
 
     def queued(self) -> int:
         with self._lock:
@@ -312,6 +326,7 @@ class Confirmation:
         self._passed: list = []  # repeats that passed, for the replays (:class:`.replay.Ahead`)
         self._tracer = None
         self._alone: set = set()  # cases whose main run reported a sticky error: alone in every repeat lane
+        self._work: dict = {}  # (overload, profile) -> seconds its run in a lane is expected to take
         self._lock = threading.Lock()
 
     def consider(self, name: str, case: dict) -> None:
@@ -331,15 +346,17 @@ class Confirmation:
             with self._lock:
                 self._lacking.setdefault(key, len(repeat_lanes))
             repeat_lanes = repeat_lanes[:1]
+        with self._lock:
+            self._work[key] = expected_seconds(case)
         for lane in repeat_lanes:
             self._queue(lane, key)
         if self.native is not None and "baseline" not in case:
-            self.native.add(key)
+            self.native.add(key, work=self._work[key])
 
     def _queue(self, lane: Lane, key: tuple) -> None:
         with self._lock:
-            alone = key in self._alone
-        lane.add(key, alone=alone)
+            alone, work = key in self._alone, self._work.get(key)
+        lane.add(key, alone=alone, work=work)
 
     def _heard(self, lane: Lane, key: tuple, record: dict, alone: bool) -> None:
         if lane is self.native:
@@ -446,7 +463,7 @@ def confirm(stream: Confirmation, record: ResultsFile, *, baseline_label: str | 
     if baseline_label:
         done["baseline"] = {"label": baseline_label, **base_figures}
     done["passes"] = {"count": len(lanes), "at_once": len(lanes), "workers": workers, "ended_s": ended_at,
-                      "queued": queued}
+                      "queued": queued, "started": [lane.pool.slots() for lane in lanes]}
     return {**done, **_timing_figures(clock, tracer)}
 
 

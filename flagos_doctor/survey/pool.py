@@ -137,6 +137,13 @@ class WorkerLog:
         """``when`` (time.monotonic(); None: now) in seconds since the log's origin."""
         return round((time.monotonic() if when is None else when) - self.origin, 2)
 
+    def start_seconds(self) -> float | None:
+        """How long a worker of this survey takes to start (spawn to ready, the median of
+        those ready so far); None before one is."""
+        with self._lock:
+            times = [worker.start_seconds for worker in self._workers if worker.ready_at is not None]
+        return statistics.median(times) if times else None
+
     def records(self) -> list[dict]:
         """One record a worker, in the order they started (the run's ``worker_log``)."""
         with self._lock:
@@ -192,9 +199,10 @@ class WorkerProcess:
             raise
         if spawned is not None:
             spawned(self)  # ``spawned(worker)``: its process exists, before the stack's import
+        self.start_seconds: float | None = None
         self.ready: dict = self._handshake(list_only)
-        self.ready_at = time.monotonic()
-        self.start_seconds: float = self.ready_at - clock  # spawn to ready: mostly the stack's import
+        self.start_seconds = time.monotonic() - clock  # spawn to ready: mostly the stack's import
+        self.ready_at = clock + self.start_seconds
 
     def _handshake(self, list_only: bool) -> dict:
         """Send the worker its setup and wait for its ready record; a worker that does not
@@ -372,6 +380,31 @@ class WorkerProcess:
             self.capture = None
 
 
+def _task_key(task: tuple) -> tuple:
+    name, profiles = task
+    return name, None if profiles is None else tuple(profiles)
+
+
+def worth_a_start(waiting: int, free: int, started: int, work: float | None, start_cost: float | None) -> bool:
+    """Whether a streaming pool starts one more worker for its ``waiting`` tasks.
+
+    Never for tasks its ``free`` slots (idle, or their worker still starting) will take.
+    Otherwise yes while the expected ``work`` of the waiting tasks (seconds) or a worker's
+    start (``start_cost``, seconds) is unknown; when both are known, only if that work,
+    shared among the ``started`` slots, would keep each of them busy longer than one more
+    worker takes to start: a worker that would be ready after the others had run out of
+    tasks costs a stack import of the cores the survey shares and runs nothing. On the H200
+    a torch_fl warm run's three confirmation lanes started 16 workers for 393 repeats of
+    about 0.05 s each, where one worker ran 127 of them in 4.2 s and eight ran one each,
+    while their imports held the cores (ready 12 s after they started, against 7 s).
+    """
+    if waiting <= free:
+        return False
+    if started == 0 or work is None or start_cost is None:
+        return True
+    return work / started > start_cost
+
+
 def unnamed_capture(folder: str) -> int:
     """A descriptor of an empty file in ``folder`` whose name is already gone, appended to."""
     fd, path = tempfile.mkstemp(prefix="capture-", dir=folder or None)
@@ -408,6 +441,7 @@ class Pool:
         self._tasks_ready = threading.Event()
         self._all_done = False  # all_tasks_ended
         self._streamed = False  # stream: tasks come as they are found, each slot started for one
+        self._waiting_work: dict[tuple, float | None] = {}  # stream: a task not yet taken -> its expected seconds
         self._own_scratch = None
         #: What surveys killed before left behind, cleaned now (:mod:`.scratch`).
         self.leftovers = scratch.clean_leftovers()
@@ -501,21 +535,30 @@ class Pool:
     def stream(self, report) -> None:
         """Take tasks as :meth:`add` gives them; ``report(Event)`` hears every event, from
         the slots' threads. A slot (its thread, then its worker) starts only for a task that
-        no slot is free to take, so no worker starts that takes no task."""
+        no slot is free to take, so no worker starts that takes no task, and only when the
+        work waiting is worth a worker's start (:func:`worth_a_start`)."""
         self.report = report
         self._streamed = True
         self._tasks.hold_followers = self._tasks.hold_family = False  # in the order they come
         self._tasks.stream(True)
         self._tasks_ready.set()
 
-    def add(self, tasks: list[tuple]) -> None:
-        """More tasks for a streaming pool (:meth:`stream`)."""
+    def add(self, tasks: list[tuple], work: float | None = None) -> None:
+        """More tasks for a streaming pool (:meth:`stream`); ``work``: the seconds they are
+        expected to take together (None: unknown). Whether a slot starts for them:
+        :func:`worth_a_start`, the start measured on the survey's workers so far."""
         self._tasks.put_all(tasks)
+        start_cost = self.config.log.start_seconds() if self.config.log is not None else None
         with self._live_lock:
+            for task in tasks:
+                self._waiting_work[_task_key(task)] = None if work is None else work / len(tasks)
+            known = list(self._waiting_work.values())
+            waiting_work = None if None in known else sum(known)
             if self._stop.is_set() or self._slots_started >= self.workers:
                 return
-            if self._tasks.count() <= self._slots_started - self._busy:
-                return  # a free slot takes it
+            if not worth_a_start(self._tasks.count(), self._slots_started - self._busy, self._slots_started,
+                                 waiting_work, start_cost):
+                return
             slot = self._slots_started
             self._slots_started += 1
             thread = threading.Thread(target=self._slot, args=(slot, None), daemon=True, name="flagos-stream")
@@ -582,6 +625,9 @@ class Pool:
                     worker = self._fresh(slot, f"{self.config.purpose}, replacing a worker lost under a case")
                 lost = False
                 task = self._tasks.take()
+                if task is not None:
+                    with self._live_lock:
+                        self._waiting_work.pop(_task_key(task), None)
                 if task is None:
                     if worker is not None and not worker.cases_started:
                         worker.purpose += ", no task left when it was ready"
