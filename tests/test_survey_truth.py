@@ -299,6 +299,10 @@ def test_confirmation_passes_at_once_give_the_census_of_passes_in_turn(tmp_path)
         # path; its second repeat is queued when the first ends
         queued = shape.pop("queued")
         assert queued[0] == queued[2] == 4 and queued[1] <= 4
+        # main workers with no task left lent to the repeat lanes, one each, none to the
+        # native one, none when repeats are chained (one worker)
+        lent = shape.pop("lent")
+        assert lent[2] == 0 and sum(lent) <= shape["workers"] and (shape["workers"] > 1 or lent == [0, 0, 0])
         return shape
     # the lanes stream side by side, whatever --workers
     # (a worker a lane: four cases of milliseconds never outlast a worker's start)

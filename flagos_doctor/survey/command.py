@@ -368,6 +368,7 @@ def _run_tasks(survey: Survey) -> None:
     view = progress.LiveProgress(len(outstanding), quiet=survey.options.quiet)
     begun: set[str] = set()
     survey.confirmation = stream = _stream(survey)
+    workers.spare = stream.spare  # a main worker with no task left takes repeats
     try:
         if survey.tasks:
             slots = workers.run(survey.tasks, first, unheld=survey.slow)

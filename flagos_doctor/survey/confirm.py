@@ -327,6 +327,8 @@ class Confirmation:
         self._tracer = None
         self._alone: set = set()  # cases whose main run reported a sticky error: alone in every repeat lane
         self._work: dict = {}  # (overload, profile) -> seconds its run in a lane is expected to take
+        self._ran_in: dict = {}  # (overload, profile) -> the worker that ran it in the main phase
+        self._lent: list[int] = [0] * repeats  # main workers lent to each repeat lane
         self._lock = threading.Lock()
 
     def consider(self, name: str, case: dict) -> None:
@@ -348,6 +350,7 @@ class Confirmation:
             repeat_lanes = repeat_lanes[:1]
         with self._lock:
             self._work[key] = expected_seconds(case)
+            self._ran_in[key] = case.get("worker")
         for lane in repeat_lanes:
             self._queue(lane, key)
         if self.native is not None and "baseline" not in case:
@@ -373,6 +376,24 @@ class Confirmation:
             self._queue(self.lanes[index + 1], key)
         if tracer is not None and passed:
             tracer.passed(key)
+
+    def spare(self, worker) -> "callable | None":
+        """A main worker with no main task left (:attr:`.Pool.spare`): lent to the repeat lane
+        lent the fewest so far, each worker to one lane only (a case's repeats run in distinct
+        processes), where it takes only cases it did not run itself. None with no repeat lane,
+        or repeats chained (``--workers`` fewer than repeats)."""
+        if not self.times or self.chained:
+            return None
+        with self._lock:
+            index = min(range(self.times), key=lambda i: (self._lent[i], i))
+            self._lent[index] += 1
+        ran_in = self._ran_in
+
+        def fits(task: tuple) -> bool:
+            name, profiles = task
+            return ran_in.get((name, profiles[0] if profiles else None)) != worker.id
+
+        return self.lanes[index].pool.lend(worker, fits)
 
     def trace_with(self, tracer: "replay.Ahead") -> None:
         """Hand the repeats that passed, so far and from now on, to ``tracer``."""
@@ -463,7 +484,8 @@ def confirm(stream: Confirmation, record: ResultsFile, *, baseline_label: str | 
     if baseline_label:
         done["baseline"] = {"label": baseline_label, **base_figures}
     done["passes"] = {"count": len(lanes), "at_once": len(lanes), "workers": workers, "ended_s": ended_at,
-                      "queued": queued, "started": [lane.pool.slots() for lane in lanes]}
+                      "queued": queued, "started": [lane.pool.slots() for lane in lanes],
+                      "lent": [lane.pool.lent() for lane in lanes]}
     return {**done, **_timing_figures(clock, tracer)}
 
 

@@ -442,6 +442,14 @@ class Pool:
         self._all_done = False  # all_tasks_ended
         self._streamed = False  # stream: tasks come as they are found, each slot started for one
         self._waiting_work: dict[tuple, float | None] = {}  # stream: a task not yet taken -> its expected seconds
+        #: ``spare(worker)``: another pool's use for a worker this pool has no task left for
+        #: (:meth:`lend`), a callable serving it there, or None (survey/confirm.py)
+        self.spare = None
+        self._lent_threads: set = set()  # slots whose worker serves another pool: not joined by close
+        self._lent_out = 0  # of them, those still serving: the scratch folder stays while any does
+        self._closed = False
+        self._borrowed = 0  # workers lent to this pool so far (:meth:`lend`)
+        self._borrowed_serving = 0  # of them, those still serving (slots of this pool's, for a start's worth)
         self._own_scratch = None
         #: What surveys killed before left behind, cleaned now (:mod:`.scratch`).
         self.leftovers = scratch.clean_leftovers()
@@ -556,8 +564,11 @@ class Pool:
             waiting_work = None if None in known else sum(known)
             if self._stop.is_set() or self._slots_started >= self.workers:
                 return
-            if not worth_a_start(self._tasks.count(), self._slots_started - self._busy, self._slots_started,
-                                 waiting_work, start_cost):
+            # a lent worker counts as a slot, but the pool's first is its own: a task the lent
+            # ones may not take (the case they ran before) has a worker
+            slots = self._slots_started + self._borrowed_serving
+            if self._slots_started and not worth_a_start(self._tasks.count(), slots - self._busy, slots,
+                                                         waiting_work, start_cost):
                 return
             slot = self._slots_started
             self._slots_started += 1
@@ -569,6 +580,11 @@ class Pool:
         """Slots a streaming pool has started so far (each starts its worker for its first task)."""
         with self._live_lock:
             return self._slots_started
+
+    def lent(self) -> int:
+        """Workers other pools lent this one (:meth:`lend`)."""
+        with self._live_lock:
+            return self._borrowed
 
     def end_input(self) -> None:
         """No task will be added any more: each slot ends (and closes its worker) once out of tasks."""
@@ -604,17 +620,86 @@ class Pool:
     def close(self) -> None:
         self.stop()
         for thread in self._threads:
-            thread.join(timeout=30)
+            if thread not in self._lent_threads:
+                thread.join(timeout=30)
         with self._live_lock:
             for worker in self._live.values():
                 worker.close()
-        if self._own_scratch is not None:
+            self._closed = True
+            last = not self._lent_out
+        if last and self._own_scratch is not None:
+            shutil.rmtree(self._own_scratch, ignore_errors=True)
+
+    # -- workers lent from one pool to another ---------------------------------------------
+    def lend(self, worker: WorkerProcess, fits) -> "callable | None":
+        """Take ``worker``, ready and idle, from a pool with no task left for it: a callable
+        that runs this pool's tasks ``fits(task)`` allows in it, in the calling thread (whose
+        end would signal the worker), until none is left and none will come; it closes the
+        worker. None when this pool has stopped."""
+        with self._live_lock:
+            if self._stop.is_set():
+                return None
+            slot = 1000 + self._borrowed  # apart from this pool's own slots
+            self._borrowed += 1
+            self._borrowed_serving += 1
+            self._live[slot] = worker
+            self._threads.append(threading.current_thread())  # drain waits for it too
+        worker.purpose += f", then {self.config.purpose}"
+        return lambda: self._serve(slot, worker, fits)
+
+    def _serve(self, slot: int, worker: WorkerProcess, fits) -> None:
+        report = self.report
+        try:
+            while worker is not None and worker.child is not None and not self._stop.is_set():
+                task = self._tasks.take(fits)
+                if task is None:
+                    break
+                with self._live_lock:
+                    self._waiting_work.pop(_task_key(task), None)
+                    self._busy += 1
+                try:
+                    worker = self._run_overload(slot, worker, task[0], task[1], report)
+                finally:
+                    self._tasks.finished(task)
+                    with self._live_lock:
+                        self._busy -= 1
+        except StackFailed:
+            pass  # a replacement of its own could not start: this pool's own workers take the rest
+        except Exception as exc:  # a bug of ours must not hang the caller
+            report(Event("fatal", None, {"message": f"internal: {type(exc).__name__}: {exc}", "internal": True}))
+            self._stop.set()
+        finally:
+            if worker is not None:
+                worker.close()
+            with self._live_lock:
+                self._live.pop(slot, None)
+                self._borrowed_serving -= 1
+
+    def _lend_out(self, slot: int, worker: WorkerProcess):
+        """``worker``'s use elsewhere (:attr:`spare`), once this pool has no task left for it."""
+        if self.spare is None or self.per_overload or self._stop.is_set() or worker.child is None:
+            return None
+        serve = self.spare(worker)
+        if serve is None:
+            return None
+        with self._live_lock:
+            self._live.pop(slot, None)
+            self._lent_threads.add(threading.current_thread())
+            self._lent_out += 1
+        return serve
+
+    def _lent_back(self) -> None:
+        with self._live_lock:
+            self._lent_out -= 1
+            last = self._closed and not self._lent_out
+        if last and self._own_scratch is not None:
             shutil.rmtree(self._own_scratch, ignore_errors=True)
 
     # -- one slot (a thread) ---------------------------------------------------------------
     def _slot(self, slot: int, worker: WorkerProcess | None) -> None:
         report = self.report
         lost = False  # this slot's worker ended under a case (a crash, a hang, a sticky error)
+        serve = None  # the worker's use in another pool once this one has no task left for it
         try:
             while not self._stop.is_set() and slot < self._limit:
                 # A replacement starts before it takes a task, so the others may take them all
@@ -629,7 +714,10 @@ class Pool:
                     with self._live_lock:
                         self._waiting_work.pop(_task_key(task), None)
                 if task is None:
-                    if worker is not None and not worker.cases_started:
+                    serve = self._lend_out(slot, worker) if worker is not None else None
+                    if serve is not None:
+                        worker = None  # it serves there now, and is closed there
+                    elif worker is not None and not worker.cases_started:
                         worker.purpose += ", no task left when it was ready"
                     break
                 name, profiles = task
@@ -660,6 +748,11 @@ class Pool:
             if worker is not None:
                 worker.close()
             report(Event("slot_end", None, {"slot": slot}))
+        if serve is not None:
+            try:
+                serve()
+            finally:
+                self._lent_back()
 
     def _fresh(self, slot: int, purpose: str | None = None) -> WorkerProcess:
         failures = 0

@@ -133,14 +133,20 @@ class Schedule:
                 return False
         return True
 
-    def take(self) -> tuple | None:
+    def take(self, fits=None) -> tuple | None:
         """The next task, or None when none is left (or the schedule was closed): the first
-        in the given order that waits for nothing, else the earliest (counted)."""
+        in the given order that waits for nothing, else the earliest (counted). ``fits(task)``:
+        only such a task is taken (a worker lent by another pool: not the one that ran the
+        case before), the others left for the pool's own workers."""
         with self._lock:
-            while not self._waiting and self._streaming and not self._closed:
+            while not self._fitting(fits) and self._streaming and not self._closed:
                 self._added.wait()
-            if not self._waiting or self._closed:
+            if not self._fitting(fits) or self._closed:
                 return None
+            if fits is not None:
+                entry = self._waiting.pop(next(i for i, e in enumerate(self._waiting) if fits(e.task)))
+                entry.running = True
+                return entry.task
             chosen = None
             for index, entry in enumerate(self._waiting):
                 if not self._overload_ready(entry):
@@ -160,6 +166,9 @@ class Schedule:
             entry = self._waiting.pop(chosen)
             entry.running = True
             return entry.task
+
+    def _fitting(self, fits) -> bool:
+        return any(fits(entry.task) for entry in self._waiting) if fits is not None else bool(self._waiting)
 
     def finished(self, task: tuple) -> None:
         """``task`` (as :meth:`take` gave it) has ended: its overload's followers are ready
