@@ -519,3 +519,23 @@ def test_a_lent_worker_takes_only_the_tasks_it_may_and_waits_for_one_while_they_
     assert got == [("ceil", ["2d-f32"])]
     schedule.stream(False)
     assert schedule.take(not_2d) is None and schedule.take() == ("floor", ["2d-f32"])
+
+
+def test_a_lent_worker_is_niced_in_every_thread_like_the_lanes_own():
+    import subprocess
+    import types
+
+    from flagos_doctor.survey.pool import WorkerProcess
+
+    # a real process with a second thread (Linux's niceness is a thread's)
+    code = "import threading, time; threading.Thread(target=time.sleep, args=(60,)).start(); print(1, flush=True); time.sleep(60)"
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        process.stdout.readline()
+        threads = [int(tid) for tid in os.listdir(f"/proc/{process.pid}/task")]
+        assert len(threads) == 2
+        WorkerProcess.renice(types.SimpleNamespace(child=types.SimpleNamespace(proc=process)), 5)
+        assert [os.getpriority(os.PRIO_PROCESS, tid) for tid in threads] == [max(5, os.nice(0))] * 2
+    finally:
+        process.kill()
+        process.wait()

@@ -24,7 +24,11 @@ native): a streaming :class:`~flagos_doctor.survey.pool.Pool` whose workers (nic
 main phase keeps the cores it needs) start only for a task waiting that no worker of the
 lane is free to take, and only when the work waiting (each case's seconds in the main
 phase, less its compiling: :func:`expected_seconds`) would outlast a worker's start
-(:func:`~flagos_doctor.survey.pool.worth_a_start`), the run's worker count shared among the lanes. A case's repeats run
+(:func:`~flagos_doctor.survey.pool.worth_a_start`), the run's worker count shared among the lanes.
+A main worker that has no main task left is lent to a repeat lane (:meth:`Confirmation.spare`),
+each to one lane, where it takes the repeats of cases it did not run itself: on the H200 a warm
+torch_fl run's lanes had their own workers ready 4-6 s after the main phase ended, its 13 lent
+workers had run the repeats by then. A case's repeats run
 side by side in distinct fresh workers, as the passes did before lanes (chained, each
 waiting for the one before, they put a worker start and a case per repeat on the run's
 critical path: torch_fl warm on the H200 73 s -> 101 s). A run with fewer workers than

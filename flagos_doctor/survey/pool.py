@@ -333,6 +333,23 @@ class WorkerProcess:
             self.close()
             return "ended"
 
+    def renice(self, niceness: int) -> None:
+        """Give every thread of the worker ``niceness`` (Linux's is a thread's): a worker lent
+        to a confirmation lane yields the cores to the main phase's last cases, as the lane's
+        own workers do (best effort: a thread may end meanwhile)."""
+        pid = self.child.proc.pid if self.child is not None else None
+        if pid is None:
+            return
+        try:
+            threads = [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            threads = [pid]
+        for tid in threads:
+            try:
+                os.setpriority(os.PRIO_PROCESS, tid, max(niceness, os.getpriority(os.PRIO_PROCESS, tid)))
+            except OSError:
+                pass
+
     def scrub(self, obj):
         """``obj`` without the secrets of the worker's environment, those it started with and
         those its channel announced since (:mod:`flagos_doctor.redact`)."""
@@ -645,6 +662,8 @@ class Pool:
             self._live[slot] = worker
             self._threads.append(threading.current_thread())  # drain waits for it too
         worker.purpose += f", then {self.config.purpose}"
+        if self.config.nice:
+            worker.renice(self.config.nice)
         return lambda: self._serve(slot, worker, fits)
 
     def _serve(self, slot: int, worker: WorkerProcess, fits) -> None:
