@@ -324,6 +324,25 @@ def test_slow_first_orders_only_the_slow_tasks():
     assert history.from_document(partial) == {("m", "x"): 99.0}
 
 
+def test_cases_that_met_or_left_a_sticky_error_last_time_go_first():
+    from flagos_doctor.survey import history
+
+    # the H200's torch_fl cold run: three cases met an illegal memory access in their worker,
+    # one was found to leave it (native_batch_norm_backward [2d-f32-strided], silent itself)
+    document = history.read_document(os.path.join(REPO_ROOT, "surveys", "h200", "torch_fl-1adbc97-cold.results.json"))
+    assert history.sticky_cases(document) == {
+        ("native_batch_norm_backward", "2d-f16"), ("native_batch_norm_backward", "4d-f32"),
+        ("nll_loss_backward", "4d-f32"), ("native_batch_norm_backward", "2d-f32-strided")}
+    hints = {("a", "x"): 0.2, ("b", "x"): 30.0, ("c", "x"): 2.0}
+    tasks = [("a", ["x"]), ("b", ["x"]), ("c", ["x"]), ("d", ["x"]), ("d", ["y"])]
+    # sticky first (their own order), then the slow, slowest first; a sticky slow case once
+    assert history.slow_first(tasks, hints, {("d", "y"), ("c", "x")}) == (
+        [("c", ["x"]), ("d", ["y"]), ("b", ["x"]), ("a", ["x"]), ("d", ["x"])], 3)
+    whole = [("a", None), ("b", None), ("d", None)]
+    assert history.slow_first(whole, hints, {("d", "y")}) == ([("d", None), ("b", None), ("a", None)], 2)
+    assert history.slow_first(tasks, hints, set()) == history.slow_first(tasks, hints)
+
+
 def test_results_from_another_setup_are_refused(demo_run, tmp_path):
     src, _, _, _ = demo_run
     shutil.copy(src / "demo.json", tmp_path / "r.json")

@@ -305,3 +305,27 @@ def test_a_timeout_spent_compiling_is_never_flaky():
     assert case["first_run"] == {"status": model.TIMEOUT, "detail": "still compiling ..."} and figures["flaky"] == 0
     assert settle([model.TIMEOUT, model.PASS, model.PASS]) == model.FLAKY  # a timeout of running
     assert settle([model.TIMEOUT, model.TIMEOUT], excused=[0]) == model.TIMEOUT
+
+
+def test_the_cases_that_met_or_left_a_sticky_error_last_time_start_first_and_change_no_record(tmp_path):
+    # The first run (one worker, route order) finds frac [1d-f32] leaving the process
+    # poisoned and trunc [2d-f32] meeting it; given as hints (as the store's last run of the
+    # same setup is), the second run starts those two first (their repeats, alone in fresh
+    # workers, and the replacement of the worker trunc loses then start at once, not at the
+    # main phase's end), with the same records.
+    env = {**ENV, "TRITON_CACHE_DIR": str(tmp_path / "triton-cache")}
+
+    def run(name, *hints):
+        done = run_cli("survey", "--stack", "noisestack", "--conf", NOISE_CONF, "--spec", SPEC, "--ops", "frac,trunc",
+                       "--workers", "1", "--no-store", *hints, "-o", f"{name}.json", env=env, cwd=str(tmp_path))
+        assert done.returncode == 0, done.stderr
+        with open(tmp_path / f"{name}.json", encoding="utf-8") as handle:
+            doc = json.load(handle)
+        return doc, {(n, c["profile"]): (c["status"], c.get("poisoned"), c.get("poisoned_by"))
+                     for n, e in doc["overloads"].items() for c in e["cases"]}
+
+    first, records = run("first")
+    assert first["provenance"]["runs"][-1].get("slow_first", {}).get("first", [])[:2] != ["frac/1d-f32", "trunc/2d-f32"]
+    again, records_again = run("again", "--hints", str(tmp_path / "first.json"))
+    assert again["provenance"]["runs"][-1]["slow_first"]["first"][:2] == ["frac/1d-f32", "trunc/2d-f32"]
+    assert records_again == records

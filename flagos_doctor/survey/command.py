@@ -355,8 +355,8 @@ def _start(survey: Survey) -> None:
     journal.provenance = survey.provenance
     tasks = plan_tasks([name for name in survey.selected if name not in journal.finished], journal,
                        [profile.name for profile in survey.spec.profiles], task_size)
-    hints, sources = _timing_hints(options, journal, survey.given_hints)
-    survey.tasks, survey.slow = history.slow_first(tasks, hints)
+    hints, sticky, sources = _timing_hints(options, journal, survey.given_hints)
+    survey.tasks, survey.slow = history.slow_first(tasks, hints, sticky)
     provenance.ordering(survey.this_run, sources, survey.slow, survey.tasks, hints)
 
 
@@ -574,29 +574,34 @@ def _confirm(survey: Survey) -> bool:
     return False
 
 
-def _timing_hints(options: SurveyOptions, journal: ResultsFile, given: dict | None) -> tuple[dict, list[dict]]:
-    """How long each case took in earlier runs (:mod:`.history`), and where from: a list of
-    {"path", "from"} ("store": the same fingerprint; "store, same work": the same stack,
-    route set and device under another harness, spec or torch; "--hints"; "results file":
-    the one resumed or rerun), later ones winning."""
+def _timing_hints(options: SurveyOptions, journal: ResultsFile, given: dict | None) -> tuple[dict, set, list[dict]]:
+    """How long each case took in earlier runs (:mod:`.history`), the cases that met or left
+    a sticky device error there, and where from: a list of {"path", "from"} ("store": the
+    same fingerprint; "store, same work": the same stack, route set and device under another
+    harness, spec or torch; "--hints"; "results file": the one resumed or rerun), later
+    ones winning."""
     hints: dict = {}
+    sticky: set = set()
     sources: list[dict] = []
     if not options.no_store:
         found, path, how = history.from_store(Store(options.store), comparable.fingerprint(journal.comparable),
                                               journal.comparable)
         if path:
             hints.update(found)
+            sticky |= history.sticky_cases(history.read_document(path) or {})
             sources.append({"path": path, "from": "store" if how == "fingerprint" else "store, same work"})
     if given is not None:
         found = history.from_document(given)
         hints.update(found)
+        sticky |= history.sticky_cases(given)
         sources.append({"path": os.path.abspath(options.hints), "from": "--hints", "cases": len(found)})
     if journal.previous:  # this results file, resumed or rerun: the same setup by construction
         own = history.from_document(journal.previous)
         if own:
             hints.update(own)
+            sticky |= history.sticky_cases(journal.previous)
             sources.append({"path": journal.output, "from": "results file"})
-    return hints, sources
+    return hints, sticky, sources
 
 
 def plan_tasks(names: list[str], journal: ResultsFile, profiles: list[str], size: str) -> list[tuple]:

@@ -42,6 +42,18 @@ def from_document(document: dict) -> dict[tuple[str, str], float]:
     return seconds
 
 
+def sticky_cases(document: dict) -> set[tuple[str, str]]:
+    """(overload, profile) of every case that met a sticky device error in its worker in that
+    survey (``poison``) or was found to leave one (``poisoned``): a case the next run should
+    start first (:func:`slow_first`)."""
+    found = set()
+    for name, entry in (document.get("overloads") or {}).items():
+        for case in entry.get("cases") or []:
+            if isinstance(case, dict) and (case.get("poison") or case.get("poisoned")):
+                found.add((name, case.get("profile")))
+    return found
+
+
 def _newest_first(entries: list) -> list:
     def modified(entry) -> float:
         try:
@@ -52,7 +64,8 @@ def _newest_first(entries: list) -> list:
     return sorted(entries, key=modified, reverse=True)
 
 
-def _read(path: str) -> dict | None:
+def read_document(path: str) -> dict | None:
+    """The results document at ``path``; None when it cannot be read."""
     try:
         with open(path, encoding="utf-8") as handle:
             document = json.load(handle)
@@ -71,7 +84,7 @@ def from_store(store: Store, fingerprint: str, comparable: dict | None = None) -
     """
     entries = store.entries("survey")
     for entry in _newest_first([e for e in entries if e.fingerprint == fingerprint]):
-        document = _read(entry.path)
+        document = read_document(entry.path)
         try:
             if document is not None:
                 return from_document(document), entry.path, "fingerprint"
@@ -80,7 +93,7 @@ def from_store(store: Store, fingerprint: str, comparable: dict | None = None) -
     if comparable is None:
         return {}, None, None
     for entry in _newest_first([e for e in entries if e.fingerprint != fingerprint]):
-        document = _read(entry.path)
+        document = read_document(entry.path)
         record = document.get("comparable") if document is not None else None
         if not isinstance(record, dict) or any(record.get(k) != comparable.get(k) for k in SAME_WORK):
             continue
@@ -109,16 +122,26 @@ def hinted(task: tuple, hints: dict[tuple[str, str], float]) -> bool:
     return any((name, profile) in hints for profile in profiles)
 
 
-def slow_first(tasks: list[tuple], hints: dict[tuple[str, str], float]) -> tuple[list[tuple], int]:
-    """``tasks`` with those that took SLOW_CASE_SECONDS or more last time first, slowest
-    first, the others after them in their own order; and how many went first.
+def slow_first(tasks: list[tuple], hints: dict[tuple[str, str], float],
+               sticky: set[tuple[str, str]] = frozenset()) -> tuple[list[tuple], int]:
+    """``tasks`` with those that met or left a sticky device error last time first
+    (``sticky``, :func:`sticky_cases`), then those that took SLOW_CASE_SECONDS or more,
+    slowest first, the others after them in their own order; and how many went first.
 
     A task no earlier run timed costs what :func:`.compile_cost.predicted` says its family
-    costs on a cold cache: a first survey, with no history, starts its long poles first."""
+    costs on a cold cache: a first survey, with no history, starts its long poles first.
+    A sticky case goes first because what it starts is on the run's last stretch: its
+    worker's replacement, and its repeats in fresh workers of their own (survey/confirm.py),
+    which on the H200 started as late as 31 s into a 34 s main phase and took 15-18 s each."""
     cost = [task_seconds(task, hints) if hinted(task, hints) else compile_cost.predicted(task) for task in tasks]
-    slow = sorted((i for i, c in enumerate(cost) if c >= SLOW_CASE_SECONDS), key=lambda i: cost[i], reverse=True)
-    chosen = set(slow)
-    return [tasks[i] for i in slow] + [t for i, t in enumerate(tasks) if i not in chosen], len(slow)
+    first = [i for i, task in enumerate(tasks) if any((task[0], p) in sticky for p in task[1] or ())
+             or (task[1] is None and any(name == task[0] for name, _ in sticky))]
+    chosen = set(first)
+    slow = sorted((i for i, c in enumerate(cost) if c >= SLOW_CASE_SECONDS and i not in chosen),
+                  key=lambda i: cost[i], reverse=True)
+    chosen |= set(slow)
+    ahead = first + slow
+    return [tasks[i] for i in ahead] + [t for i, t in enumerate(tasks) if i not in chosen], len(ahead)
 
 
 def predicted_count(tasks: list[tuple], hints: dict[tuple[str, str], float]) -> int:
