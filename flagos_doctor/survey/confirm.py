@@ -487,10 +487,15 @@ def confirm(stream: Confirmation, record: ResultsFile, *, baseline_label: str | 
         done.setdefault("replay", {})["pairs"] = pairs
     if baseline_label:
         done["baseline"] = {"label": baseline_label, **base_figures}
-    done["passes"] = {"count": len(lanes), "at_once": len(lanes), "workers": workers, "ended_s": ended_at,
-                      "queued": queued, "started": [lane.pool.slots() for lane in lanes],
-                      "lent": [lane.pool.lent() for lane in lanes]}
+    done["passes"] = _pass_figures(lanes, workers, ended_at, queued)
     return {**done, **_timing_figures(clock, tracer)}
+
+
+def _pass_figures(lanes: list, workers: int, ended_at: list, queued: list) -> dict:
+    """The lanes (``count`` of them, run ``at_once``): when each ended, the tasks queued by
+    the main phase's end, the workers each started and was lent."""
+    return {"count": len(lanes), "at_once": len(lanes), "workers": workers, "ended_s": ended_at, "queued": queued,
+            "started": [lane.pool.slots() for lane in lanes], "lent": [lane.pool.lent() for lane in lanes]}
 
 
 def _timing_figures(clock: float, tracer: "replay.Ahead") -> dict:
