@@ -56,9 +56,11 @@ def test_a_kernel_compiling_past_the_timeout_then_running_in_ms_passes(tmp_path)
 
 def test_two_workers_needing_one_kernel_compile_it_once_and_the_wait_is_off_the_clock(tmp_path):
     # floor compiles the same kernel on both profiles; with two workers and nothing else to
-    # do, its second case starts while the first compiles (6 s asleep in the pipeline).
+    # do, its second case starts while the first compiles: the compile sleeps 6 s in the
+    # pipeline once both workers asked for the kernel (however late one started).
     doc, _ = noise_survey(tmp_path, "one-compile", "--ops", "floor", "--timeout", "2", "--workers", "2",
-                          "--repeats", "0", sleep="6")
+                          "--repeats", "0", sleep="6",
+                          extra_env={"NOISESTACK_COMPILERS_MARK": str(tmp_path / "compilers")})
     cases = doc["overloads"]["floor"]["cases"]
     assert [c["status"] for c in cases] == [model.PASS, model.PASS], cases
     triton = [c.get("triton") or {} for c in cases]
