@@ -1,5 +1,7 @@
 """``explain``'s document as Markdown for an issue: each failure and its cause up front;
-tracebacks, the watched probes and the events in ``<details>``, while the budget holds."""
+tracebacks, the watched probes and the events in ``<details>``, while the budget holds:
+the events are the first left out, then the watched probes, then the run's findings and
+the tracebacks (the page's priorities, :class:`flagos_doctor.markdown.Page`)."""
 
 from __future__ import annotations
 
