@@ -115,12 +115,14 @@ def test_text_from_the_program_is_shown_as_it_is_never_as_markup():
 def test_on_a_terminal_a_long_line_stays_one_line_and_only_the_views_own_styles_colour_it(capsys, monkeypatch):
     # a path or an error message copied from the terminal must come out whole; numbers and
     # paths in the program's text are not coloured as if the view meant them
+    import functools
+
+    from flagos_doctor import console as console_module
     from flagos_doctor import output
 
-    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich: stderr is a terminal
-    monkeypatch.setenv("FORCE_COLOR", "1")
-    monkeypatch.setenv("COLUMNS", "60")
-    monkeypatch.delenv("NO_COLOR", raising=False)
+    # stderr a 60-column colour terminal, as rich sees it (every version: no environment)
+    monkeypatch.setattr(console_module, "Console",
+                        functools.partial(Console, force_terminal=True, width=60, color_system="standard"))
     doc = load("tests")
     doc["failures"][1]["error"] = "AssertionError: " + "x" * 150
     output.emit(doc, {}, terminal=output.STDERR)
