@@ -52,7 +52,11 @@ def test_default_workers_one_per_usable_core_and_said(tmp_path):
                     cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     run = last_run(tmp_path / "two.json")
-    assert run["workers"] == 2 and run["worker_starts"]["count"] == 2
+    # two main workers started; the second may be stopped while starting if the first ran
+    # every case first (a busy machine), so the log, not the count of starts, says so
+    main = [w for w in run["worker_log"] if w["for"].startswith("main")]
+    assert run["workers"] == 2 and len(main) == 2, run["worker_log"]
+    assert run["worker_starts"]["count"] == 2 or any("stopped while starting" in w["for"] for w in main)
     assert done.stderr == ""  # --quiet: the pick is in the provenance, not on the terminal
 
 
