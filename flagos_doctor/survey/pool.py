@@ -670,18 +670,10 @@ class Pool:
         report = self.report
         try:
             while worker is not None and worker.child is not None and not self._stop.is_set():
-                task = self._tasks.take(fits)
+                task = self._take(fits)
                 if task is None:
                     break
-                with self._live_lock:
-                    self._waiting_work.pop(_task_key(task), None)
-                    self._busy += 1
-                try:
-                    worker = self._run_overload(slot, worker, task[0], task[1], report)
-                finally:
-                    self._tasks.finished(task)
-                    with self._live_lock:
-                        self._busy -= 1
+                worker = self._run_task(slot, worker, task, report)
         except StackFailed:
             pass  # a replacement of its own could not start: this pool's own workers take the rest
         except Exception as exc:  # a bug of ours must not hang the caller
@@ -728,10 +720,7 @@ class Pool:
                         break
                     worker = self._fresh(slot, f"{self.config.purpose}, replacing a worker lost under a case")
                 lost = False
-                task = self._tasks.take()
-                if task is not None:
-                    with self._live_lock:
-                        self._waiting_work.pop(_task_key(task), None)
+                task = self._take()
                 if task is None:
                     serve = self._lend_out(slot, worker) if worker is not None else None
                     if serve is not None:
@@ -739,19 +728,12 @@ class Pool:
                     elif worker is not None and not worker.cases_started:
                         worker.purpose += ", no task left when it was ready"
                     break
-                name, profiles = task
+                name = task[0]
                 if name in self._given_up:  # NO_SCHEMA: its other profiles have nothing to run
                     self._tasks.finished(task)
                     report(Event("end", name, {"slot": slot, "skipped": True}))
                     continue
-                with self._live_lock:
-                    self._busy += 1
-                try:
-                    worker = self._run_overload(slot, worker, name, profiles, report)
-                finally:
-                    self._tasks.finished(task)
-                    with self._live_lock:
-                        self._busy -= 1
+                worker = self._run_task(slot, worker, task, report)
                 lost = worker is None and not self.per_overload
                 if self.per_overload and worker is not None:
                     worker.close()
@@ -772,6 +754,25 @@ class Pool:
                 serve()
             finally:
                 self._lent_back()
+
+    def _take(self, fits=None) -> tuple | None:
+        """The next task (``fits``: :meth:`.Schedule.take`), no longer counted as waiting work."""
+        task = self._tasks.take(fits)
+        if task is not None:
+            with self._live_lock:
+                self._waiting_work.pop(_task_key(task), None)
+        return task
+
+    def _run_task(self, slot: int, worker: WorkerProcess | None, task: tuple, report) -> WorkerProcess | None:
+        """``task`` run in ``worker``, its slot busy meanwhile; the worker after it (None: lost)."""
+        with self._live_lock:
+            self._busy += 1
+        try:
+            return self._run_overload(slot, worker, task[0], task[1], report)
+        finally:
+            self._tasks.finished(task)
+            with self._live_lock:
+                self._busy -= 1
 
     def _fresh(self, slot: int, purpose: str | None = None) -> WorkerProcess:
         failures = 0
