@@ -584,11 +584,11 @@ def _timing_hints(options: SurveyOptions, journal: ResultsFile, given: dict | No
     sticky: set = set()
     sources: list[dict] = []
     if not options.no_store:
-        found, path, how = history.from_store(Store(options.store), comparable.fingerprint(journal.comparable),
-                                              journal.comparable)
+        found, stored_sticky, path, how = history.from_store(
+            Store(options.store), comparable.fingerprint(journal.comparable), journal.comparable)
         if path:
             hints.update(found)
-            sticky |= history.sticky_cases(history.read_document(path) or {})
+            sticky |= stored_sticky
             sources.append({"path": path, "from": "store" if how == "fingerprint" else "store, same work"})
     if given is not None:
         found = history.from_document(given)

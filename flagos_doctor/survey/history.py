@@ -74,10 +74,11 @@ def read_document(path: str) -> dict | None:
     return document if isinstance(document, dict) else None
 
 
-def from_store(store: Store, fingerprint: str, comparable: dict | None = None) -> tuple[dict[tuple[str, str], float], str | None, str | None]:
+def from_store(store: Store, fingerprint: str, comparable: dict | None = None) -> tuple[dict, set, str | None, str | None]:
     """The hints of the newest survey filed in ``store`` with ``fingerprint``; when there is
     none and ``comparable`` (this survey's record) is given, of the newest one that shares
-    its :data:`~flagos_doctor.results.comparable.SAME_WORK` fields. Returns (hints, path, how: "fingerprint" or "same work").
+    its :data:`~flagos_doctor.results.comparable.SAME_WORK` fields. Returns (hints, its
+    :func:`sticky_cases`, path, how: "fingerprint" or "same work"), the file read once.
 
     A store file that cannot be read gives no hints (they are an optimisation, never a
     reason to stop a survey).
@@ -87,23 +88,23 @@ def from_store(store: Store, fingerprint: str, comparable: dict | None = None) -
         document = read_document(entry.path)
         try:
             if document is not None:
-                return from_document(document), entry.path, "fingerprint"
+                return from_document(document), sticky_cases(document), entry.path, "fingerprint"
         except (AttributeError, TypeError):
             continue
     if comparable is None:
-        return {}, None, None
+        return {}, set(), None, None
     for entry in _newest_first([e for e in entries if e.fingerprint != fingerprint]):
         document = read_document(entry.path)
         record = document.get("comparable") if document is not None else None
         if not isinstance(record, dict) or any(record.get(k) != comparable.get(k) for k in SAME_WORK):
             continue
         try:
-            found = from_document(document)
+            found, sticky = from_document(document), sticky_cases(document)
         except (AttributeError, TypeError):
             continue
         if found:
-            return found, entry.path, "same work"
-    return {}, None, None
+            return found, sticky, entry.path, "same work"
+    return {}, set(), None, None
 
 
 def task_seconds(task: tuple, hints: dict[tuple[str, str], float]) -> float:
