@@ -1,7 +1,8 @@
 """Parent side of a child process that talks over a :mod:`flagos_doctor.channel`.
 
-A :class:`Child` starts ``python -m <module>`` (any interpreter the user chose) in its own
-process group, hands it a request pipe and a record pipe, keeps its stderr in a temporary
+A :class:`Child` starts ``python -m <module>`` (any interpreter the user chose), or forks it
+from a server that already imported what it imports first (a survey's workers:
+:mod:`flagos_doctor.survey.forkserver`), in its own process group, hands it a request pipe and a record pipe, keeps its stderr in a temporary
 file (so its tail can be reported after a crash) and reads records with deadlines. Whatever
 happens to the child (a signal, a hang, an early exit), the parent keeps every record that
 arrived and learns how the child ended.
@@ -174,6 +175,7 @@ class Child:
         env: dict[str, str] | None = None,
         cwd: str | None = None,
         pass_fds: tuple[int, ...] = (),
+        forks=None,
     ):
         req_r, req_w = os.pipe()
         rec_r, rec_w = os.pipe()
@@ -186,16 +188,7 @@ class Child:
         self._stderr = tempfile.TemporaryFile()
         self._stdout = tempfile.TemporaryFile()
         try:
-            self.proc = subprocess.Popen(
-                [python, "-m", module, *(args or [])],
-                stdin=subprocess.DEVNULL,
-                stdout=self._stdout,
-                stderr=self._stderr,
-                env=environ,
-                cwd=cwd,
-                pass_fds=(req_r, rec_w, *pass_fds),
-                start_new_session=True,  # so a kill reaches the whole group
-            )
+            self.proc = self._launch(python, module, args, environ, cwd, (req_r, rec_w, *pass_fds), forks)
         finally:
             os.close(req_r)
             os.close(rec_w)
@@ -219,6 +212,26 @@ class Child:
         self._eof = False
         self._closed = False
         self.timed_out = False
+
+    def _launch(self, python, module, args, environ, cwd, pass_fds, forks):
+        """The child's process: forked from a server that imported what every such child
+        imports first, where the caller has one (``forks``: survey/forkserver.py) and it
+        takes this child; else a fresh ``python -m``."""
+        if forks is not None and not args and cwd is None:
+            fds = {1: self._stdout.fileno(), 2: self._stderr.fileno(), **{fd: fd for fd in pass_fds}}
+            forked = forks.launch(python, module, environ, fds)
+            if forked is not None:
+                return forked
+        return subprocess.Popen(
+            [python, "-m", module, *(args or [])],
+            stdin=subprocess.DEVNULL,
+            stdout=self._stdout,
+            stderr=self._stderr,
+            env=environ,
+            cwd=cwd,
+            pass_fds=pass_fds,
+            start_new_session=True,  # so a kill reaches the whole group
+        )
 
     # -- requests ----------------------------------------------------------------------
     def send(self, request: dict) -> None:

@@ -58,6 +58,11 @@ class Stack:
     # -- survey, parent side -------------------------------------------------------------
     #: Environment variable that restricts a worker to its devices (``--devices``).
     visible_devices_var = "CUDA_VISIBLE_DEVICES"
+    #: Modules a survey worker may import before the stack's ``setup()``: imported once, in
+    #: a process the workers are forked from (survey/forkserver.py). Never one whose import
+    #: touches a device, nor one the stack's own first steps must precede (torch_fl sets its
+    #: environment and loads its libraries before torch). Empty: each worker is spawned.
+    fork_after: tuple[str, ...] = ()
     #: Whether its workers print torch_fl-style dispatch / fallback lines.
     log_evidence = True
     #: Host memory a survey worker is expected to need (survey/sizing.py): measured on CPU

@@ -26,6 +26,7 @@ class DemoStack(Stack):
     probe_imports = ("flagos_doctor.demo",)
     device_type = "flagos"
     visible_devices_var = "FLAGOS_DEMO_VISIBLE_DEVICES"
+    fork_after = ("torch",)  # the demo's setup imports torch first thing
     #: Measured on CPU a demo worker peaks at about 0.25 GB.
     worker_host_bytes = 1 * GIB
 

@@ -32,6 +32,7 @@ class FlagGemsStack(Stack):
     log_evidence = False
     default_listing = "flag_gems"
     route_source = True
+    fork_after = ("torch", "triton")  # flag_gems imports both before it touches the device
 
     def __init__(self):
         self.calls: Counter = Counter()

@@ -31,6 +31,7 @@ class TorchStack(Stack):
     description = "stock torch, nothing enabled"
     probe_imports = ("torch",)
     log_evidence = False
+    fork_after = ("torch",)
 
     def setup(self) -> str:
         return default_accelerator()

@@ -33,7 +33,7 @@ from flagos_doctor.options import SurveyOptions
 from flagos_doctor import output  # progress and results register the survey's views
 from flagos_doctor.store import Culprits, Store, safe_name
 from flagos_doctor.results import comparable, document as results, model
-from flagos_doctor.survey import confirm, history, pool as pool_module, progress, provenance, replay, routes, sizing
+from flagos_doctor.survey import confirm, forkserver, history, pool as pool_module, progress, provenance, replay, routes, sizing
 from flagos_doctor.results.resultsfile import ResultsFile
 from flagos_doctor.results.verdicts import verdict as verdict_of
 
@@ -215,6 +215,9 @@ def _run(options: SurveyOptions) -> int:
         shared_autotune=options.shared_autotune, full_autotune=options.full_autotune,
         log=pool_module.WorkerLog(),
     )
+    # Its workers forked from one import of what the stack allows first (survey/forkserver.py).
+    config.forks = forkserver.ForkServers(config.resolved.fork_after,
+                                          forkserver.LAZY_VARS | {config.resolved.visible_devices_var})
     # One survey at a time writes a results file and its journal.
     with lock.hold(options.output or default_output(options.stack), "--output"):
         choice = sizing.choose(options.workers, sizing.Machine.here(), options.stack,
@@ -224,6 +227,7 @@ def _run(options: SurveyOptions) -> int:
             return _survey(Survey(options, spec, spec.to_dict(), config, workers, choice, given_hints))
         finally:
             workers.close()
+            config.forks.close()  # after every worker: a forked one ends with its server
 
 
 def _say_workers(options: SurveyOptions, choice: sizing.Choice) -> None:

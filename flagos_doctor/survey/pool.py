@@ -1,7 +1,8 @@
 """Worker processes of a survey, on the parent side (standard library only, no torch).
 
-Each :class:`WorkerProcess` is a fresh interpreter (spawned, never forked from a process
-with a device runtime) that imports the stack once and runs many overloads. A worker that
+Each :class:`WorkerProcess` is a fresh interpreter that imports the stack once and runs many
+overloads: spawned, or forked from a server that imported only what the stack allows before
+its setup (:mod:`.forkserver`), never from a process with a device runtime. A worker that
 dies on a signal, hangs past the per-case timeout or reports a poisoned device context is
 replaced; the case in flight is recorded as CRASH, TIMEOUT or ERROR (poison) and the cases
 after it run in a fresh worker. A case is recorded only when its worker said it started it.
@@ -28,7 +29,7 @@ from flagos_doctor.childproc import Child, ChildEnded, ChildTimeout, tail_text
 from flagos_doctor import stacks
 from flagos_doctor.stacks import evidence
 from flagos_doctor.results import model
-from flagos_doctor.survey import scratch
+from flagos_doctor.survey import forkserver, scratch
 from flagos_doctor.survey.case_clock import CaseClock, compile_cap
 from flagos_doctor.survey.schedule import Schedule
 
@@ -72,6 +73,8 @@ class WorkerConfig:
     nice: int = 0  # the workers' niceness (started while the main phase runs: survey/confirm.py)
     purpose: str = "main"  # what its workers are started for, in the worker log
     log: "WorkerLog | None" = field(default=None, compare=False, repr=False)
+    #: the survey's fork servers (survey/forkserver.py), shared by every copy; None: spawn each
+    forks: "forkserver.ForkServers | None" = field(default=None, compare=False, repr=False)
     #: the stack itself, resolved from ``stack`` once (a copy for another stack resolves its own)
     resolved: "stacks.Stack | None" = field(default=None, compare=False, repr=False)
 
@@ -192,7 +195,8 @@ class WorkerProcess:
         # of the secrets of the environment it ran in, before anything keeps it.
         self._secrets = redact.secret_values(env)
         try:
-            self.child = Child(config.python, WORKER_MODULE, env=env, pass_fds=(self.capture,) if self.capture else ())
+            self.child = Child(config.python, WORKER_MODULE, env=env, pass_fds=(self.capture,) if self.capture else (),
+                               forks=config.forks)
         except BaseException:
             if self.capture is not None:
                 os.close(self.capture)

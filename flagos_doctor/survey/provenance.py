@@ -108,6 +108,8 @@ def finish_run(provenance: dict, run: dict, ended: str, clock: float, workers, j
     run["ended"] = ended
     run["seconds"] = round(time.monotonic() - clock, 3)
     run["worker_starts"] = workers.start_figures()
+    if workers.config.forks is not None:
+        run["worker_births"] = workers.config.forks.figures()
     if workers.config.log is not None:
         run["worker_log"] = workers.config.log.records()
     run["compactions"] = journal.compactions

@@ -1,0 +1,129 @@
+"""Survey workers forked from a server that imported torch once (survey/forkserver.py), on CPU.
+
+Every claim against the same survey with every worker spawned (``FLAGOS_DOCTOR_FORK=0``):
+the same census, real crashes (a null read, ``os.abort()``), a hang and a sticky error
+recorded alike; a survey killed with SIGKILL leaves neither the server nor a worker behind; a
+server that dies while importing leaves the survey to spawn its workers, and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from conftest import FAULT_ENV, FIXTURES, checkout_first, run_cli
+from flagos_doctor.results import model
+
+FAULT_CONF = os.path.join(FIXTURES, "fault.conf")
+#: The fault stack's kernels that end their worker: a null read, os.abort(), an hour's sleep,
+#: CUDA's illegal memory access (each on its 1d-f32 case), and abs beside them.
+FATAL = "abs,trunc,frac,sinh,cosh"
+
+
+def survey(tmp, name, *args, fork, env=None):
+    done = run_cli("survey", *args, "--no-store", "-o", f"{name}.json", "--census", f"{name}.census",
+                   env={**(env or {}), "FLAGOS_DOCTOR_FORK": fork}, cwd=str(tmp))
+    with open(tmp / f"{name}.json", encoding="utf-8") as handle:
+        doc = json.load(handle)
+    return doc, (tmp / f"{name}.census").read_text(), done
+
+
+def births(doc):
+    return doc["provenance"]["runs"][-1]["worker_births"]
+
+
+def test_the_fault_stacks_crashes_hang_and_sticky_error_are_recorded_alike_forked_and_spawned(tmp_path):
+    # A module stack says nothing of its imports: FLAGOS_DOCTOR_FORK=torch forks its workers
+    # after torch, =0 spawns them.
+    args = ("--stack", "faultstack", "--conf", FAULT_CONF, "--ops", FATAL, "--timeout", "3", "--workers", "2")
+    forked, forked_census, done = survey(tmp_path, "forked", *args, fork="torch", env=FAULT_ENV)
+    assert done.returncode == 1, done.stderr
+    spawned, spawned_census, _ = survey(tmp_path, "spawned", *args, fork="0", env=FAULT_ENV)
+    assert forked_census == spawned_census
+    assert births(forked)["spawned"] == 0 and births(forked)["preloaded"] == ["torch"]
+    assert births(forked)["forked"] >= 4  # two, then a replacement for each worker a case ended
+    assert births(spawned) == {"forked": 0, "spawned": births(spawned)["spawned"], "preloaded": [], "servers": 0}
+    for doc in (forked, spawned):
+        fatal = {name: next(c for c in doc["overloads"][name]["cases"] if c["profile"] == "1d-f32")
+                 for name in ("trunc", "frac", "sinh", "cosh")}
+        assert (fatal["trunc"]["status"], fatal["trunc"]["signal"]) == (model.CRASH, "SIGSEGV")
+        assert 'File "' in fatal["trunc"]["stderr_tail"]  # faulthandler's stack, read from the worker's capture
+        assert (fatal["frac"]["status"], fatal["frac"]["signal"]) == (model.CRASH, "SIGABRT")
+        assert fatal["sinh"]["status"] == model.TIMEOUT
+        assert fatal["cosh"]["poison"] == "illegal memory access"
+
+
+def test_per_overload_isolation_forks_a_worker_an_overload_with_the_census_of_spawned_ones(tmp_path):
+    args = ("--stack", "demo", "--isolation", "per-overload", "--workers", "2",
+            "--ops", "abs,neg,sin,cos,exp,erf,add.Tensor,mul.Tensor,sum,mean.dim")
+    forked, forked_census, _ = survey(tmp_path, "forked", *args, fork="")  # the demo's own choice: torch
+    spawned, spawned_census, _ = survey(tmp_path, "spawned", *args, fork="0")
+    assert forked_census == spawned_census
+    selected = forked["provenance"]["runs"][-1]["selected"]
+    assert births(forked) == {"forked": selected, "spawned": 0, "preloaded": ["torch"], "servers": 1}
+    assert births(spawned)["spawned"] == selected
+
+
+def _descendants(pid: int) -> set[int]:
+    parents = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as handle:
+                    parents[int(name)] = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_survey_killed_with_sigkill_leaves_neither_its_fork_server_nor_a_forked_worker(tmp_path):
+    cmd = [sys.executable, "-m", "flagos_doctor", "survey", "--stack", "demo", "--workers", "2", "--no-store",
+           "-q", "-o", "k.json"]
+    env = dict(os.environ, PYTHONPATH=checkout_first(os.environ.get("PYTHONPATH")), FLAGOS_DOCTOR_FORK="")
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    journal = tmp_path / "k.json.journal"
+    deadline = time.monotonic() + 120
+    family: set[int] = set()
+    while time.monotonic() < deadline and proc.poll() is None:
+        family |= _descendants(proc.pid)
+        if journal.exists() and journal.read_text().count('"kind": "case"') >= 20:
+            family |= _descendants(proc.pid)
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.01)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, "the survey ended before it could be killed"
+    # the server and the two workers it forked (their parent is the server, not the survey)
+    assert len(family) >= 3, family
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(_alive(pid) for pid in family):
+        time.sleep(0.05)
+    assert not [pid for pid in family if _alive(pid)]
+
+
+def test_a_fork_server_that_dies_while_importing_leaves_the_survey_to_spawn_its_workers(tmp_path):
+    # abort_on_import: os.abort() when imported (the server's preload), never by a worker.
+    doc, census_text, done = survey(tmp_path, "fallback", "--stack", "demo", "--workers", "2",
+                                    fork="torch,abort_on_import", env={"PYTHONPATH": FIXTURES})
+    assert done.returncode == 0, done.stderr
+    _, spawned_census, _ = survey(tmp_path, "spawned", "--stack", "demo", "--workers", "2", fork="0")
+    assert census_text == spawned_census
+    born = births(doc)
+    assert born["forked"] == 0 and born["spawned"] >= 2
+    assert born["fork_failed"].startswith("the fork server ended"), born
