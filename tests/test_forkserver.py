@@ -46,6 +46,9 @@ def test_the_fault_stacks_crashes_hang_and_sticky_error_are_recorded_alike_forke
     assert forked_census == spawned_census
     assert births(forked)["spawned"] == 0 and births(forked)["preloaded"] == ["torch"]
     assert births(forked)["forked"] >= 4  # two, then a replacement for each worker a case ended
+    # one import for every worker, the main phase's and its repeat lanes', though each pool
+    # has a scratch folder of its own
+    assert births(forked)["servers"] == 1 and forked["provenance"]["runs"][-1]["confirm"]["passes"]["count"] == 2
     assert births(spawned) == {"forked": 0, "spawned": births(spawned)["spawned"], "preloaded": [], "servers": 0}
     for doc in (forked, spawned):
         fatal = {name: next(c for c in doc["overloads"][name]["cases"] if c["profile"] == "1d-f32")

@@ -30,11 +30,14 @@ import tempfile
 import threading
 
 from flagos_doctor import channel, childproc
+from flagos_doctor.survey import scratch
 
 SERVER_MODULE = "flagos_doctor.survey.child.forkserver"
 FORK_VAR = "FLAGOS_DOCTOR_FORK"  # 0: spawn every worker; a list of modules: preload those
-#: Read by a worker only after its imports (its niceness) or set per child (its channel).
-LAZY_VARS = frozenset({"FLAGOS_DOCTOR_NICE", channel.ENV_VAR})
+#: Read by a worker only after its imports (its niceness), set per child (its channel), or
+#: differing by pool but read by nobody (a pool's scratch mark: the survey's leftovers are
+#: found by any of its pools' marks, and a forked worker's exec'd children carry its own).
+LAZY_VARS = frozenset({"FLAGOS_DOCTOR_NICE", channel.ENV_VAR, scratch.MARK_VAR})
 #: The longest reply the server sends (a pid, a status, an error's line).
 MAX_REPLY = 1 << 16
 
