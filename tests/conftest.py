@@ -71,6 +71,11 @@ TEST_STORE_PREFIX = "flagos-doctor-test-store-"
 NESTED = os.path.basename(os.environ.get("FLAGOS_DOCTOR_STORE", "")).startswith(TEST_STORE_PREFIX)
 if not NESTED:
     os.environ["FLAGOS_DOCTOR_STORE"] = tempfile.mkdtemp(prefix=TEST_STORE_PREFIX)
+    # The fixture stacks (module stacks, which say nothing of their imports) import torch
+    # first, as the demo does: their survey workers are forked after it, as a user's may be
+    # (survey/forkserver.py). torch_fl keeps spawning (its own choice); the spawned path is
+    # held by its tests and by each FLAGOS_DOCTOR_FORK=0 arm in tests/test_forkserver.py.
+    os.environ.setdefault("FLAGOS_DOCTOR_FORK", "torch")
 
 
 def run_cli(*args, env=None, cwd=None, timeout=600, input=None):

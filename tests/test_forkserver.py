@@ -3,7 +3,9 @@
 Every claim against the same survey with every worker spawned (``FLAGOS_DOCTOR_FORK=0``):
 the same census, real crashes (a null read, ``os.abort()``), a hang and a sticky error
 recorded alike; a survey killed with SIGKILL leaves neither the server nor a worker behind; a
-server that dies while importing leaves the survey to spawn its workers, and says so.
+server that dies while importing leaves the survey to spawn its workers, and says so. And
+which stacks are forked at all: each built-in keeps its own import order (torch_fl never),
+the variable speaks only for a module stack.
 """
 
 from __future__ import annotations
@@ -39,16 +41,17 @@ def births(doc):
 def test_the_fault_stacks_crashes_hang_and_sticky_error_are_recorded_alike_forked_and_spawned(tmp_path):
     # A module stack says nothing of its imports: FLAGOS_DOCTOR_FORK=torch forks its workers
     # after torch, =0 spawns them.
-    args = ("--stack", "faultstack", "--conf", FAULT_CONF, "--ops", FATAL, "--timeout", "3", "--workers", "2")
+    args = ("--stack", "faultstack", "--conf", FAULT_CONF, "--ops", FATAL, "--timeout", "3", "--workers", "2",
+            "--repeats", "1")
     forked, forked_census, done = survey(tmp_path, "forked", *args, fork="torch", env=FAULT_ENV)
     assert done.returncode == 1, done.stderr
     spawned, spawned_census, _ = survey(tmp_path, "spawned", *args, fork="0", env=FAULT_ENV)
     assert forked_census == spawned_census
     assert births(forked)["spawned"] == 0 and births(forked)["preloaded"] == ["torch"]
     assert births(forked)["forked"] >= 4  # two, then a replacement for each worker a case ended
-    # one import for every worker, the main phase's and its repeat lanes', though each pool
+    # one import for every worker, the main phase's and its repeat lane's, though each pool
     # has a scratch folder of its own
-    assert births(forked)["servers"] == 1 and forked["provenance"]["runs"][-1]["confirm"]["passes"]["count"] == 2
+    assert births(forked)["servers"] == 1 and forked["provenance"]["runs"][-1]["confirm"]["passes"]["count"] == 1
     assert births(spawned) == {"forked": 0, "spawned": births(spawned)["spawned"], "preloaded": [], "servers": 0}
     for doc in (forked, spawned):
         fatal = {name: next(c for c in doc["overloads"][name]["cases"] if c["profile"] == "1d-f32")
@@ -122,11 +125,30 @@ def test_a_survey_killed_with_sigkill_leaves_neither_its_fork_server_nor_a_forke
 
 def test_a_fork_server_that_dies_while_importing_leaves_the_survey_to_spawn_its_workers(tmp_path):
     # abort_on_import: os.abort() when imported (the server's preload), never by a worker.
-    doc, census_text, done = survey(tmp_path, "fallback", "--stack", "demo", "--workers", "2",
-                                    fork="torch,abort_on_import", env={"PYTHONPATH": FIXTURES})
+    args = ("--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,erf,expm1", "--workers", "2")
+    doc, census_text, done = survey(tmp_path, "fallback", *args, fork="torch,abort_on_import", env=FAULT_ENV)
     assert done.returncode == 0, done.stderr
-    _, spawned_census, _ = survey(tmp_path, "spawned", "--stack", "demo", "--workers", "2", fork="0")
+    _, spawned_census, _ = survey(tmp_path, "spawned", *args, fork="0", env=FAULT_ENV)
     assert census_text == spawned_census
     born = births(doc)
     assert born["forked"] == 0 and born["spawned"] >= 2
     assert born["fork_failed"].startswith("the fork server ended"), born
+
+
+def test_each_stack_keeps_its_own_import_order_and_the_variable_speaks_for_those_that_say_nothing(monkeypatch):
+    from flagos_doctor import stacks
+    from flagos_doctor.survey import forkserver
+
+    own = {name: stacks.get(name).fork_after for name in stacks.names()}
+    assert own == {"demo": ("torch",), "torch_fl": (), "flag_gems": ("torch", "triton"), "torch": ("torch",)}
+    module = stacks.get("faultstack").fork_after
+    assert module is None  # a module stack of the user's says nothing
+    for given, expected in ((None, {**own, "faultstack": ()}),
+                            ("torch,triton", {**own, "faultstack": ("torch", "triton")}),
+                            ("0", {name: () for name in [*own, "faultstack"]}),
+                            ("off", {name: () for name in [*own, "faultstack"]})):
+        if given is None:
+            monkeypatch.delenv(forkserver.FORK_VAR, raising=False)
+        else:
+            monkeypatch.setenv(forkserver.FORK_VAR, given)
+        assert {name: forkserver.preload(choice) for name, choice in {**own, "faultstack": module}.items()} == expected

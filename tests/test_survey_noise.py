@@ -239,7 +239,8 @@ exec {sys.executable} "$@"
 """)
     python.chmod(0o755)
     doc, _ = noise_survey(tmp_path, "replacement", "--ops", "floor,frac,trunc", "--workers", "2", "--repeats", "0",
-                          "--baseline", "none", "--python", str(python), sleep="20")
+                          "--baseline", "none", "--python", str(python), sleep="20",
+                          extra_env={"FLAGOS_DOCTOR_FORK": "0"})  # the --python sees each worker's start
     assert all(doc["overloads"][name]["verdict"] != model.PENDING for name in ("floor", "frac", "trunc"))
     assert case(doc, "trunc", "2d-f32")["poison"] == "illegal memory access"
     assert case(doc, "trunc", "1d-f32")["status"] == model.PASS

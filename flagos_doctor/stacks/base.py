@@ -61,8 +61,9 @@ class Stack:
     #: Modules a survey worker may import before the stack's ``setup()``: imported once, in
     #: a process the workers are forked from (survey/forkserver.py). Never one whose import
     #: touches a device, nor one the stack's own first steps must precede (torch_fl sets its
-    #: environment and loads its libraries before torch). Empty: each worker is spawned.
-    fork_after: tuple[str, ...] = ()
+    #: environment and loads its libraries before torch). Empty: each worker is spawned,
+    #: always; None: the stack does not say (a module stack), ``FLAGOS_DOCTOR_FORK`` may.
+    fork_after: tuple[str, ...] | None = None
     #: Whether its workers print torch_fl-style dispatch / fallback lines.
     log_evidence = True
     #: Host memory a survey worker is expected to need (survey/sizing.py): measured on CPU

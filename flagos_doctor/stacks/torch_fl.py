@@ -25,6 +25,9 @@ class TorchFLStack(Stack):
                     "`PYTHONPATH=...` line it prints, then run this again")
     device_type = "flagos"
     configs_package = "torch_fl"
+    #: Never forked: torch_fl chooses its conf and loads its libraries before torch (its
+    #: import order is what a worker must reproduce).
+    fork_after = ()
 
     #: The route its baseline forces on every surveyed overload (``--native-route``).
     default_native_route = "cuda"

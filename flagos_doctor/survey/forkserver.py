@@ -11,10 +11,11 @@ before a device is touched (:data:`LAZY_VARS` and the stack's visible-devices va
 forked; any other (the native path's, another interpreter's) is started as before, and so is
 every worker when the server cannot start or fork (no ``pidfd_open``, no ``SOCK_SEQPACKET``,
 a server that died): :class:`Unavailable`, and :class:`flagos_doctor.childproc.Child` spawns.
-``FLAGOS_DOCTOR_FORK`` overrides the stack's choice (:func:`preload`): ``0`` spawns every
-worker; a list of modules (``torch,triton``) forks after them, for any stack (a module stack
-of the user's own says nothing, so its workers are spawned unless this names what to
-preload). The run record says how its workers were born (``worker_births``).
+``FLAGOS_DOCTOR_FORK`` (:func:`preload`): ``0`` spawns every worker; a list of modules
+(``torch,triton``) is what a stack that says nothing of its imports (a module stack of your
+own) may be forked after, where otherwise its workers are spawned. A built-in stack keeps
+its own choice (torch_fl: never). The run record says how its workers were born
+(``worker_births``).
 
 A forked worker's exit status is its server's to read (it is the server's child); the
 parent learns that it ended from a pidfd, as for a spawned one, and then asks the server.
@@ -33,27 +34,33 @@ from flagos_doctor import channel, childproc
 from flagos_doctor.survey import scratch
 
 SERVER_MODULE = "flagos_doctor.survey.child.forkserver"
-FORK_VAR = "FLAGOS_DOCTOR_FORK"  # 0: spawn every worker; a list of modules: preload those
+FORK_VAR = "FLAGOS_DOCTOR_FORK"  # 0: spawn every worker; a list: a module stack's preload
 #: Read by a worker only after its imports (its niceness), set per child (its channel), or
 #: differing by pool but read by nobody (a pool's scratch mark: the survey's leftovers are
 #: found by any of its pools' marks, and a forked worker's exec'd children carry its own).
 LAZY_VARS = frozenset({"FLAGOS_DOCTOR_NICE", channel.ENV_VAR, scratch.MARK_VAR})
 #: The longest reply the server sends (a pid, a status, an error's line).
 MAX_REPLY = 1 << 16
+#: How long the server may take to preload (as a worker's ``--start-timeout``), and to answer
+#: a request after that; past either, the survey spawns its workers instead.
+START_SECONDS = 600.0
+REPLY_SECONDS = 120.0
 
 
 class Unavailable(Exception):
     """No worker can be forked here (the reason in words): start it with ``python -m``."""
 
 
-def preload(stack_choice: tuple[str, ...]) -> tuple[str, ...]:
-    """The modules a survey's fork server imports: ``FLAGOS_DOCTOR_FORK``'s list when set
-    (none for 0, off, false or no), else the stack's :attr:`~flagos_doctor.stacks.base.Stack.fork_after`."""
+def preload(stack_choice: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The modules a survey's fork server imports (empty: spawn every worker): none under
+    ``FLAGOS_DOCTOR_FORK=0`` (off, false, no); else the stack's own
+    :attr:`~flagos_doctor.stacks.base.Stack.fork_after`, or where it says nothing (None),
+    ``FLAGOS_DOCTOR_FORK``'s list."""
     given = os.environ.get(FORK_VAR, "").strip()
-    if not given:
-        return tuple(stack_choice)
     if given.lower() in ("0", "off", "false", "no"):
         return ()
+    if stack_choice is not None:
+        return tuple(stack_choice)
     return tuple(name.strip() for name in given.split(",") if name.strip())
 
 
@@ -133,9 +140,11 @@ class ForkServer:
         finally:
             theirs.close()
         self._sock = ours
+        ours.settimeout(START_SECONDS)  # a preload that hangs: socket.timeout, an OSError
         ready = self._receive()
         if not ready.get("ready"):
             raise Unavailable(f"the fork server did not start: {ready}")
+        ours.settimeout(REPLY_SECONDS)
         self.preloaded = list(ready.get("preloaded") or [])
 
     def _receive(self) -> dict:
@@ -201,7 +210,7 @@ class ForkServers:
     """A survey's fork servers, one per environment its workers start in (the main workers',
     the native path's...), each started when the first worker of that environment is."""
 
-    def __init__(self, stack_choice: tuple[str, ...], lazy: frozenset[str] = LAZY_VARS):
+    def __init__(self, stack_choice: tuple[str, ...] | None, lazy: frozenset[str] = LAZY_VARS):
         self.preload = preload(stack_choice)
         self.lazy = lazy
         self._lock = threading.Lock()
