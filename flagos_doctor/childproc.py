@@ -2,8 +2,9 @@
 
 A :class:`Child` starts ``python -m <module>`` (any interpreter the user chose), or forks it
 from a server that already imported what it imports first (a survey's workers:
-:mod:`flagos_doctor.survey.forkserver`), in its own process group, hands it a request pipe and a record pipe, keeps its stderr in a temporary
-file (so its tail can be reported after a crash) and reads records with deadlines. Whatever
+:mod:`flagos_doctor.survey.forkserver`), in its own process group, hands it a request pipe
+and a record pipe, keeps its stderr in a temporary file (so its tail can be reported after a
+crash) and reads records with deadlines. Whatever
 happens to the child (a signal, a hang, an early exit), the parent keeps every record that
 arrived and learns how the child ended.
 

@@ -543,3 +543,35 @@ def test_a_lent_worker_is_niced_in_every_thread_like_the_lanes_own():
     finally:
         process.kill()
         process.wait()
+
+
+def test_a_worker_lost_under_a_case_is_not_replaced_when_the_cases_left_end_before_a_start_would(tmp_path):
+    # cosh [1d-f32] reports CUDA's illegal memory access: its worker is lost. The --python given
+    # makes every worker's start take at least 3 s; the cases left take hundredths of a second
+    # each. The second run knows both from the first (--hints: cosh [1d-f32] left a sticky
+    # error, so it goes first, with every other case still waiting): the other worker runs them
+    # before a replacement could be ready, so none starts, and the lost one's log says why.
+    python = tmp_path / "python"
+    python.write_text(f"""#!/bin/sh
+case "$*" in
+  *child.worker*) sleep 3 ;;
+esac
+exec {sys.executable} "$@"
+""")
+    python.chmod(0o755)
+    args = ("survey", "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,erf,expm1,floor,ceil,cosh",
+            "--workers", "2", "--repeats", "0", "--baseline", "none", "--no-store", "--python", str(python))
+    env = {**FAULT_ENV, "FLAGOS_DOCTOR_FORK": "0"}  # the --python sees each worker's start
+    first = run_cli(*args, "-o", "first.json", "--census", "first.census", env=env, cwd=str(tmp_path))
+    assert first.returncode == 0, first.stderr  # floor, ceil and cosh fail: verdicts, not an error
+    second = run_cli(*args, "--hints", "first.json", "-o", "second.json", "--census", "second.census", env=env,
+                     cwd=str(tmp_path))
+    assert second.returncode == 0, second.stderr
+    assert (tmp_path / "second.census").read_text() == (tmp_path / "first.census").read_text()
+    run = last_run(tmp_path / "second.json")
+    assert run["slow_first"]["first"][0] == "cosh/1d-f32"
+    log = run["worker_log"]
+    assert not [w for w in log if "replacing" in w["for"]], log
+    (lost,) = [w for w in log if ", not replaced: " in w["for"]]
+    assert lost["cases"] == 1 and len(log) == 2, log  # cosh [1d-f32], and no third worker
+    assert float(lost["for"].rsplit("a start takes ", 1)[1].removesuffix(" s")) >= 3.0, lost

@@ -264,6 +264,7 @@ class Survey:
     measured: dict = field(default_factory=dict)
     tasks: list = field(default_factory=list)
     slow: int = 0
+    expected: list = field(default_factory=list)  # each task's seconds last time (None: not timed)
     # run
     confirmation: confirm.Confirmation | None = None  # the failures' repeats and baseline, streamed
     fatal: dict | None = None
@@ -361,6 +362,8 @@ def _start(survey: Survey) -> None:
                        [profile.name for profile in survey.spec.profiles], task_size)
     hints, sticky, sources = _timing_hints(options, journal, survey.given_hints)
     survey.tasks, survey.slow = history.slow_first(tasks, hints, sticky)
+    survey.expected = [history.task_seconds(task, hints) if history.hinted(task, hints) else None
+                       for task in survey.tasks]
     provenance.ordering(survey.this_run, sources, survey.slow, survey.tasks, hints)
 
 
@@ -375,7 +378,7 @@ def _run_tasks(survey: Survey) -> None:
     workers.spare = stream.spare  # a main worker with no task left takes repeats
     try:
         if survey.tasks:
-            slots = workers.run(survey.tasks, first, unheld=survey.slow)
+            slots = workers.run(survey.tasks, first, unheld=survey.slow, expected=survey.expected)
         else:
             first.purpose = "main: the stack's provenance, no case left to run"
             first.close()

@@ -450,6 +450,7 @@ class Pool:
         self.report = self.events.put  # every event, from the slots' threads (stream: a callback)
         self._slots_started = 0  # stream: slots started so far, and those holding a task
         self._busy = 0
+        self._running = 0  # slots whose thread runs, a worker or not (a replacement's count)
         self._tasks = Schedule()  # an overload's other cases wait for its first, a family's for its sibling (schedule.py)
         self._limit = self.workers  # slots at or above it take no task (lower_limit)
         self._stop = threading.Event()
@@ -462,7 +463,7 @@ class Pool:
         self._tasks_ready = threading.Event()
         self._all_done = False  # all_tasks_ended
         self._streamed = False  # stream: tasks come as they are found, each slot started for one
-        self._waiting_work: dict[tuple, float | None] = {}  # stream: a task not yet taken -> its expected seconds
+        self._waiting_work: dict[tuple, float | None] = {}  # a task not yet taken -> its expected seconds
         #: ``spare(worker)``: another pool's use for a worker this pool has no task left for
         #: (:meth:`lend`), a callable serving it there, or None (survey/confirm.py)
         self.spare = None
@@ -543,13 +544,19 @@ class Pool:
         self._tasks_ready.wait()
         self._slot(slot, worker)
 
-    def run(self, tasks: list[tuple[str, list[str] | None]], first: WorkerProcess | None = None, unheld: int = 0) -> int:
+    def run(self, tasks: list[tuple[str, list[str] | None]], first: WorkerProcess | None = None, unheld: int = 0,
+            expected: list[float | None] | None = None) -> int:
         """Start the slots on ``tasks`` ((overload, profiles or None)), in order; events follow on ``events``.
 
         ``first``, a worker already started (for its provenance), serves slot 0; the first
-        ``unheld`` tasks (slow last time) never wait for their overload's first. Returns the
-        number of slots, each of which ends with an Event("slot_end").
+        ``unheld`` tasks (slow last time) never wait for their overload's first; ``expected``:
+        each task's seconds last time (None: not timed), which decide whether a worker lost
+        under a case is replaced (:meth:`_worth_replacing`). Returns the number of slots, each
+        of which ends with an Event("slot_end").
         """
+        with self._live_lock:
+            for index, task in enumerate(tasks):
+                self._waiting_work[_task_key(task)] = expected[index] if expected is not None else None
         self._tasks.put_all(tasks, unheld)
         count = min(self.workers, max(1, len(tasks)))
         for slot in range(count):
@@ -715,12 +722,18 @@ class Pool:
         report = self.report
         lost = False  # this slot's worker ended under a case (a crash, a hang, a sticky error)
         serve = None  # the worker's use in another pool once this one has no task left for it
+        with self._live_lock:
+            self._running += 1
+        running = True  # counted among the running slots (a slot that gives up stops counting at once)
         try:
             while not self._stop.is_set() and slot < self._limit:
                 # A replacement starts before it takes a task, so the others may take them all
                 # meanwhile (a streaming pool's starts one for a task, as it comes).
                 if lost and not self._streamed:
                     if self._tasks.empty():
+                        break
+                    if not self._worth_replacing(slot):
+                        running = False
                         break
                     worker = self._fresh(slot, f"{self.config.purpose}, replacing a worker lost under a case")
                 lost = False
@@ -752,12 +765,37 @@ class Pool:
         finally:
             if worker is not None:
                 worker.close()
+            if running:
+                with self._live_lock:
+                    self._running -= 1
             report(Event("slot_end", None, {"slot": slot}))
         if serve is not None:
             try:
                 serve()
             finally:
                 self._lent_back()
+
+    def _worth_replacing(self, slot: int) -> bool:
+        """Whether slot ``slot``, its worker lost under a case, starts a replacement: by the
+        rule a streaming pool starts a worker by (:func:`worth_a_start`), the tasks waiting
+        and their seconds last time against a start measured on this survey's workers, shared
+        among the other running slots. The last running slot always does. One that does not
+        stops counting at once (a slot lost beside it sees one fewer), and its lost worker's
+        log entry says why. On the H200 a warm torch_fl run started three replacements 19 s
+        in, each for 14 s of import, and stopped all three unused when the main phase ended."""
+        start_cost = self.config.log.start_seconds() if self.config.log is not None else None
+        with self._live_lock:
+            others = self._running - 1
+            known = list(self._waiting_work.values())
+            work = None if None in known else sum(known)
+            if others < 1 or worth_a_start(self._tasks.count(), others - self._busy, others, work, start_cost):
+                return True
+            self._running -= 1
+            lost = self._live.get(slot)
+        if lost is not None:
+            lost.purpose += (f", not replaced: {work:.1f} s of cases left for {others} other workers, "
+                             f"a start takes {start_cost:.1f} s")
+        return False
 
     def _take(self, fits=None) -> tuple | None:
         """The next task (``fits``: :meth:`.Schedule.take`), no longer counted as waiting work."""
