@@ -337,7 +337,7 @@ FILE_SECONDS = "flagos-doctor/file-seconds"
 
 #: Before any run here (a fresh clone: no cache) the files slowest in a full run on two
 #: cores, in seconds, so they still start first. An order only: a stale figure costs time.
-SLOW_FILES = {"tests/test_explain_chains.py": 370, "tests/test_survey.py": 250, "tests/test_compile_pool.py": 195,
+SLOW_FILES = {"tests/test_explain_chains.py": 370, "tests/test_survey.py": 250, "tests/test_compile_pool.py": 40,
               "tests/test_doc_blocks.py": 175, "tests/test_survey_speed.py": 175, "tests/test_survey_noise.py": 155,
               "tests/test_torch_fl_real.py": 120, "tests/test_hardening2.py": 115, "tests/test_hardening.py": 115,
               "tests/test_survey_truth.py": 105, "tests/test_explain.py": 95}

@@ -247,13 +247,14 @@ def test_sigterm_ends_the_survey_like_ctrl_c_and_keeps_what_was_recorded(tmp_pat
 
 
 def test_pooled_workers_share_one_overloads_cases(tmp_path):
-    # sinh hangs on 1d-f32 until the timeout. With one task per case (the default) the other
+    # sinh hangs on 1d-f32 until the timeout (10 s: the other worker's start and its 13 cases
+    # take a second or two, forked, on a busy machine). With one task per case (the default) the other
     # worker runs abs and sinh's other profiles meanwhile: no replacement is ever started.
-    # No confirmation: a TIMEOUT's repeats would each wait out the 20 s again, and this is
+    # No confirmation: a TIMEOUT's repeats would each wait out the 10 s again, and this is
     # about the main phase's tasks (tests/test_survey_noise.py has the confirmation's).
     quiet = ("--repeats", "0", "--baseline", "none")
     done = survey(tmp_path, "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "sinh,abs", "--workers", "2",
-                  "--timeout", "20", "--no-store", "-q", "-o", "s.json", *quiet, env=FAULT_ENV)
+                  "--timeout", "10", "--no-store", "-q", "-o", "s.json", *quiet, env=FAULT_ENV)
     assert done.returncode == 1, done.stderr  # sinh's TIMEOUT
     doc = load(tmp_path / "s.json")
     cases = {case["profile"]: case["status"] for case in doc["overloads"]["sinh"]["cases"]}
@@ -262,7 +263,7 @@ def test_pooled_workers_share_one_overloads_cases(tmp_path):
     assert doc["provenance"]["runs"][0]["tasks"] == "cases"
     # --tasks overloads: one worker has all of sinh; after the hang a replacement runs the rest.
     done = survey(tmp_path, "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "sinh,abs", "--workers", "2",
-                  "--tasks", "overloads", "--timeout", "20", "--no-store", "-q", "-o", "o.json", *quiet, env=FAULT_ENV)
+                  "--tasks", "overloads", "--timeout", "10", "--no-store", "-q", "-o", "o.json", *quiet, env=FAULT_ENV)
     assert done.returncode == 1, done.stderr
     whole = load(tmp_path / "o.json")
     assert outcomes(whole) == outcomes(doc)
