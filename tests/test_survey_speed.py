@@ -547,14 +547,16 @@ def test_a_lent_worker_is_niced_in_every_thread_like_the_lanes_own():
 
 def test_a_worker_lost_under_a_case_is_not_replaced_when_the_cases_left_end_before_a_start_would(tmp_path):
     # cosh [1d-f32] reports CUDA's illegal memory access: its worker is lost. The --python given
-    # makes every worker's start take at least 3 s; the cases left take hundredths of a second
-    # each. The second run knows both from the first (--hints: cosh [1d-f32] left a sticky
-    # error, so it goes first, with every other case still waiting): the other worker runs them
-    # before a replacement could be ready, so none starts, and the lost one's log says why.
-    python = tmp_path / "python"
+    # makes a run's first worker start in 3 s and the others in 6; the cases left take
+    # hundredths of a second each. The second run knows both from the first (--hints: cosh
+    # [1d-f32] left a sticky error, so it goes first, every other case still waiting): the
+    # first worker is lost while the second still starts, and that one runs the rest before a
+    # replacement could be ready, so none starts, and the lost one's log says why.
+    python, starts = tmp_path / "python", tmp_path / "starts"
+    starts.mkdir()
     python.write_text(f"""#!/bin/sh
 case "$*" in
-  *child.worker*) sleep 3 ;;
+  *child.worker*) if mkdir {starts}/$WRAPPED_RUN 2>/dev/null; then sleep 3; else sleep 6; fi ;;
 esac
 exec {sys.executable} "$@"
 """)
@@ -562,10 +564,11 @@ exec {sys.executable} "$@"
     args = ("survey", "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,erf,expm1,floor,ceil,cosh",
             "--workers", "2", "--repeats", "0", "--baseline", "none", "--no-store", "--python", str(python))
     env = {**FAULT_ENV, "FLAGOS_DOCTOR_FORK": "0"}  # the --python sees each worker's start
-    first = run_cli(*args, "-o", "first.json", "--census", "first.census", env=env, cwd=str(tmp_path))
+    first = run_cli(*args, "-o", "first.json", "--census", "first.census", env={**env, "WRAPPED_RUN": "1"},
+                    cwd=str(tmp_path))
     assert first.returncode == 0, first.stderr  # floor, ceil and cosh fail: verdicts, not an error
-    second = run_cli(*args, "--hints", "first.json", "-o", "second.json", "--census", "second.census", env=env,
-                     cwd=str(tmp_path))
+    second = run_cli(*args, "--hints", "first.json", "-o", "second.json", "--census", "second.census",
+                     env={**env, "WRAPPED_RUN": "2"}, cwd=str(tmp_path))
     assert second.returncode == 0, second.stderr
     assert (tmp_path / "second.census").read_text() == (tmp_path / "first.census").read_text()
     run = last_run(tmp_path / "second.json")
@@ -574,4 +577,6 @@ exec {sys.executable} "$@"
     assert not [w for w in log if "replacing" in w["for"]], log
     (lost,) = [w for w in log if ", not replaced: " in w["for"]]
     assert lost["cases"] == 1 and len(log) == 2, log  # cosh [1d-f32], and no third worker
+    (other,) = [w for w in log if w is not lost]
+    assert other["ready_s"] > lost["ended_s"], log  # lost while the other was still starting
     assert float(lost["for"].rsplit("a start takes ", 1)[1].removesuffix(" s")) >= 3.0, lost

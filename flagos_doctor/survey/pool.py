@@ -450,7 +450,9 @@ class Pool:
         self.report = self.events.put  # every event, from the slots' threads (stream: a callback)
         self._slots_started = 0  # stream: slots started so far, and those holding a task
         self._busy = 0
-        self._running = 0  # slots whose thread runs, a worker or not (a replacement's count)
+        #: slot threads started and not ended, their worker ready, starting or lost: counted
+        #: from the thread's start, so a slot still starting its first worker is one
+        self._running = 0
         self._tasks = Schedule()  # an overload's other cases wait for its first, a family's for its sibling (schedule.py)
         self._limit = self.workers  # slots at or above it take no task (lower_limit)
         self._stop = threading.Event()
@@ -525,6 +527,8 @@ class Pool:
         for slot in range(1, min(slots, self.workers)):
             if slot in self._prestarted:
                 continue
+            with self._live_lock:
+                self._running += 1
             thread = threading.Thread(target=self._prestarted_slot, args=(slot,), daemon=True)
             self._prestarted[slot] = thread
             self._threads.append(thread)
@@ -535,6 +539,8 @@ class Pool:
             worker = self._fresh(slot)
             worker.purpose = "main, started before its tasks were known"  # the log says why it may sit unused
         except StackFailed as exc:
+            with self._live_lock:
+                self._running -= 1
             self._tasks_ready.wait()
             if not self._stop.is_set() and not self._tasks.empty() and slot < self._limit:
                 self.events.put(Event("fatal", None, {"message": str(exc), "missing": exc.missing}))
@@ -562,6 +568,8 @@ class Pool:
         for slot in range(count):
             if slot in self._prestarted:
                 continue
+            with self._live_lock:
+                self._running += 1
             thread = threading.Thread(target=self._slot, args=(slot, first if slot == 0 else None), daemon=True)
             self._threads.append(thread)
             thread.start()
@@ -600,6 +608,7 @@ class Pool:
                 return
             slot = self._slots_started
             self._slots_started += 1
+            self._running += 1
             thread = threading.Thread(target=self._slot, args=(slot, None), daemon=True, name="flagos-stream")
             self._threads.append(thread)
         thread.start()
@@ -722,8 +731,6 @@ class Pool:
         report = self.report
         lost = False  # this slot's worker ended under a case (a crash, a hang, a sticky error)
         serve = None  # the worker's use in another pool once this one has no task left for it
-        with self._live_lock:
-            self._running += 1
         running = True  # counted among the running slots (a slot that gives up stops counting at once)
         try:
             while not self._stop.is_set() and slot < self._limit:
