@@ -550,8 +550,9 @@ def test_a_worker_lost_under_a_case_is_not_replaced_when_the_cases_left_end_befo
     # makes a run's first worker start in 3 s and the others in 6; the cases left take
     # hundredths of a second each. The second run knows both from the first (--hints: cosh
     # [1d-f32] left a sticky error, so it goes first, every other case still waiting): the
-    # first worker is lost while the second still starts, and that one runs the rest before a
-    # replacement could be ready, so none starts, and the lost one's log says why.
+    # other worker, ready or still starting (alone, the first is lost before the second is
+    # ready; in a loaded suite both started first), runs the rest before a replacement could
+    # be ready, so none starts, and the lost one's log says why.
     python, starts = tmp_path / "python", tmp_path / "starts"
     starts.mkdir()
     python.write_text(f"""#!/bin/sh
@@ -577,6 +578,4 @@ exec {sys.executable} "$@"
     assert not [w for w in log if "replacing" in w["for"]], log
     (lost,) = [w for w in log if ", not replaced: " in w["for"]]
     assert lost["cases"] == 1 and len(log) == 2, log  # cosh [1d-f32], and no third worker
-    (other,) = [w for w in log if w is not lost]
-    assert other["ready_s"] > lost["ended_s"], log  # lost while the other was still starting
     assert float(lost["for"].rsplit("a start takes ", 1)[1].removesuffix(" s")) >= 3.0, lost
