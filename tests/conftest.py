@@ -78,6 +78,17 @@ if not NESTED:
     os.environ.setdefault("FLAGOS_DOCTOR_FORK", "torch")
 
 
+def wrapped_python(folder, cases: str) -> str:
+    """A ``--python`` that runs the shell ``cases`` (arms of ``case "$*" in``, matched against
+    the arguments it is started with: ``*child.worker*`` a survey worker's start) before it
+    becomes this interpreter; its path. How a test holds or slows a child's start for real."""
+    path = os.path.join(str(folder), "python")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(f'#!/bin/sh\ncase "$*" in\n{cases}\nesac\nexec {sys.executable} "$@"\n')
+    os.chmod(path, 0o755)
+    return path
+
+
 def run_cli(*args, env=None, cwd=None, timeout=600, input=None):
     """Run ``python -m flagos_doctor ARGS`` in a real subprocess; return CompletedProcess."""
     full_env = dict(os.environ)

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from conftest import FIXTURES, REPO_ROOT, run_cli
+from conftest import FIXTURES, REPO_ROOT, run_cli, wrapped_python
 from flagos_doctor.results import model
 from flagos_doctor.results.verdicts import settle
 from flagos_doctor.results.resultsfile import ResultsFile
@@ -229,15 +229,9 @@ def test_a_replacement_still_starting_when_every_task_has_ended_is_stopped(tmp_p
     # one. The --python given makes every worker after the first two take two minutes to
     # start; meanwhile the first worker takes the rest. Once every task has ended the
     # replacement is stopped, not waited for (on the H200: 15 s of a warm main phase).
-    python, starts = tmp_path / "python", tmp_path / "starts"
+    starts = tmp_path / "starts"
     starts.mkdir()
-    python.write_text(f"""#!/bin/sh
-case "$*" in
-  *child.worker*) mkdir {starts}/1 2>/dev/null || mkdir {starts}/2 2>/dev/null || sleep 120 ;;
-esac
-exec {sys.executable} "$@"
-""")
-    python.chmod(0o755)
+    python = wrapped_python(tmp_path, f"  *child.worker*) mkdir {starts}/1 2>/dev/null || mkdir {starts}/2 2>/dev/null || sleep 120 ;;")
     doc, _ = noise_survey(tmp_path, "replacement", "--ops", "floor,frac,trunc", "--workers", "2", "--repeats", "0",
                           "--baseline", "none", "--python", str(python), sleep="20",
                           extra_env={"FLAGOS_DOCTOR_FORK": "0"})  # the --python sees each worker's start

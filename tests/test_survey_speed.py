@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import FAULT_ENV, FIXTURES, REPO_ROOT, run_cli
+from conftest import FAULT_ENV, FIXTURES, REPO_ROOT, run_cli, wrapped_python
 from flagos_doctor.survey import history
 from flagos_doctor.survey.schedule import Schedule
 
@@ -553,15 +553,9 @@ def test_a_worker_lost_under_a_case_is_not_replaced_when_the_cases_left_end_befo
     # other worker, ready or still starting (alone, the first is lost before the second is
     # ready; in a loaded suite both started first), runs the rest before a replacement could
     # be ready, so none starts, and the lost one's log says why.
-    python, starts = tmp_path / "python", tmp_path / "starts"
+    starts = tmp_path / "starts"
     starts.mkdir()
-    python.write_text(f"""#!/bin/sh
-case "$*" in
-  *child.worker*) if mkdir {starts}/$WRAPPED_RUN 2>/dev/null; then sleep 3; else sleep 6; fi ;;
-esac
-exec {sys.executable} "$@"
-""")
-    python.chmod(0o755)
+    python = wrapped_python(tmp_path, f"  *child.worker*) if mkdir {starts}/$WRAPPED_RUN 2>/dev/null; then sleep 3; else sleep 6; fi ;;")
     args = ("survey", "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,erf,expm1,floor,ceil,cosh",
             "--workers", "2", "--repeats", "0", "--baseline", "none", "--no-store", "--python", str(python))
     env = {**FAULT_ENV, "FLAGOS_DOCTOR_FORK": "0"}  # the --python sees each worker's start

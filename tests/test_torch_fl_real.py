@@ -12,12 +12,11 @@ import ast
 import hashlib
 import json
 import os
-import sys
 
 import pytest
 
 from flagos_doctor.errors import EXIT_CAUSE
-from conftest import real_torch_fl
+from conftest import real_torch_fl, wrapped_python
 from flagos_doctor.probe import decisions
 
 COMMIT = "1adbc97478fb3f40dffdbd19232346727a6c0953"
@@ -301,19 +300,12 @@ def test_no_device_ok_surveys_anyway(site, tmp_path):
     minutes at most, then says so): a check that waits for a worker shows as that note."""
     conf = os.path.join(site, "torch_fl", "configs", "backends_flaggems.conf")
     out, check_started, notes = tmp_path / "survey.json", tmp_path / "check-started", tmp_path / "notes"
-    python = tmp_path / "python"
-    python.write_text(f"""#!/bin/sh
-case "$*" in
-  *static_check*) touch {check_started} ;;
+    python = wrapped_python(tmp_path, f"""  *static_check*) touch {check_started} ;;
   *child.worker*) n=0
     while [ ! -e {check_started} ]; do
       n=$((n + 1)); [ $n -gt 1200 ] && {{ echo "a worker waited 120 s for the check" >> {notes}; break; }}
       sleep 0.1
-    done ;;
-esac
-exec {sys.executable} "$@"
-""")
-    python.chmod(0o755)
+    done ;;""")
     done = run_with(site, "survey", "--stack", "torch_fl", "--conf", conf, "--ops", "abs", "--no-store", "-q",
                     "--no-device-ok", "--repeats", "0", "--baseline", "none", "-o", str(out), "--workers", "2",
                     "--python", str(python))
