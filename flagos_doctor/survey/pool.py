@@ -592,12 +592,11 @@ class Pool:
         expected to take together (None: unknown). Whether a slot starts for them:
         :func:`worth_a_start`, the start measured on the survey's workers so far."""
         self._tasks.put_all(tasks)
-        start_cost = self.config.log.start_seconds() if self.config.log is not None else None
+        start_cost = self._start_cost()
         with self._live_lock:
             for task in tasks:
                 self._waiting_work[_task_key(task)] = None if work is None else work / len(tasks)
-            known = list(self._waiting_work.values())
-            waiting_work = None if None in known else sum(known)
+            waiting_work = self._waiting_seconds()
             if self._stop.is_set() or self._slots_started >= self.workers:
                 return
             # a lent worker counts as a slot, but the pool's first is its own: a task the lent
@@ -790,11 +789,10 @@ class Pool:
         stops counting at once (a slot lost beside it sees one fewer), and its lost worker's
         log entry says why. On the H200 a warm torch_fl run started three replacements 19 s
         in, each for 14 s of import, and stopped all three unused when the main phase ended."""
-        start_cost = self.config.log.start_seconds() if self.config.log is not None else None
+        start_cost = self._start_cost()
         with self._live_lock:
             others = self._running - 1
-            known = list(self._waiting_work.values())
-            work = None if None in known else sum(known)
+            work = self._waiting_seconds()
             if others < 1 or worth_a_start(self._tasks.count(), others - self._busy, others, work, start_cost):
                 return True
             self._running -= 1
@@ -803,6 +801,16 @@ class Pool:
             lost.purpose += (f", not replaced: {work:.1f} s of cases left for {others} other workers, "
                              f"a start takes {start_cost:.1f} s")
         return False
+
+    def _start_cost(self) -> float | None:
+        """A worker's start, measured on this survey's workers so far (None: none ready yet)."""
+        return self.config.log.start_seconds() if self.config.log is not None else None
+
+    def _waiting_seconds(self) -> float | None:
+        """The expected seconds of the tasks not yet taken (None: one of them is unknown);
+        the caller holds ``_live_lock``."""
+        known = list(self._waiting_work.values())
+        return None if None in known else sum(known)
 
     def _take(self, fits=None) -> tuple | None:
         """The next task (``fits``: :meth:`.Schedule.take`), no longer counted as waiting work."""

@@ -32,21 +32,13 @@ import socket
 import sys
 import warnings
 
+from flagos_doctor.survey.child.worker import set_parent_death_signal
+
 #: The environment variable naming the socket's descriptor, and the modules to preload.
 SOCKET_VAR = "FLAGOS_DOCTOR_FORKSERVER_FD"
 PRELOAD_VAR = "FLAGOS_DOCTOR_FORKSERVER_PRELOAD"
 MAX_MESSAGE = 1 << 20
 MAX_FDS = 16
-
-
-def _death_signal() -> None:
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
 
 
 def _reply(sock: socket.socket, message: dict) -> None:
@@ -59,7 +51,7 @@ def _become(sock: socket.socket, request: dict, fds: list[int], server: int) -> 
     code = 70
     try:
         sock.close()
-        _death_signal()
+        set_parent_death_signal()  # the worker's own, asked before the check below
         if os.getppid() != server:
             return  # the server ended before the signal was asked for: nobody would stop it
         os.setsid()  # its own process group: a kill of the group reaches what it starts

@@ -46,7 +46,7 @@ POISON_RE = re.compile(
 )
 
 
-def _set_parent_death_signal() -> None:
+def set_parent_death_signal() -> None:
     # A parent killed with SIGKILL must not leave workers behind (they run in their own
     # session so that a timeout can kill a whole group).
     try:
@@ -350,7 +350,7 @@ def triton_autotune_cache() -> bool | None:
 
 
 def main() -> int:
-    _set_parent_death_signal()
+    set_parent_death_signal()
     _lower_priority()
     return Worker(ChildChannel.from_env()).serve()
 
