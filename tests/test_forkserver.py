@@ -126,13 +126,18 @@ def test_a_survey_killed_with_sigkill_leaves_neither_its_fork_server_nor_a_forke
 def test_a_fork_server_that_dies_while_importing_leaves_the_survey_to_spawn_its_workers(tmp_path):
     # abort_on_import: os.abort() when imported (the server's preload), never by a worker.
     args = ("--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,erf,expm1", "--workers", "2")
-    doc, census_text, done = survey(tmp_path, "fallback", *args, fork="torch,abort_on_import", env=FAULT_ENV)
+    secret = "fixture-token-0d1e2f3a4b5c"
+    doc, census_text, done = survey(tmp_path, "fallback", *args, fork="torch,abort_on_import",
+                                    env={**FAULT_ENV, "ABORT_FIXTURE_TOKEN": secret})
     assert done.returncode == 0, done.stderr
     _, spawned_census, _ = survey(tmp_path, "spawned", *args, fork="0", env=FAULT_ENV)
     assert census_text == spawned_census
     born = births(doc)
     assert born["forked"] == 0 and born["spawned"] >= 2
     assert born["fork_failed"].startswith("the fork server ended"), born
+    # what the dying server printed says why, scrubbed of its environment's secrets
+    assert "aborting on import, token " in born["fork_failed"], born
+    assert secret not in (tmp_path / "fallback.json").read_text()
 
 
 def test_each_stack_keeps_its_own_import_order_and_the_variable_speaks_for_those_that_say_nothing(monkeypatch):
