@@ -205,7 +205,11 @@ class Tracer:
         file; a file outside any package is shown relative to its ``sys.path`` entry.
         """
         if not path or path.startswith("<"):
-            return path.replace("<frozen ", "").rstrip(">") if path else path
+            # ``<frozen importlib._bootstrap>`` -> ``importlib._bootstrap``; a pseudo-file of
+            # the program's own (``<string>`` of ``python -c``, ``<stdin>``) stays whole.
+            if path and path.startswith("<frozen ") and path.endswith(">"):
+                return path[len("<frozen "):-1]
+            return path
         folder = os.path.dirname(path)
         root = self._roots.get(folder)
         if root is None:
