@@ -32,6 +32,10 @@ def pytest_runtest_protocol(item, nextitem):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
+    """A failed phase is a failure (one that raised nothing, a strict xfail's pass, says pytest's
+    words), and each test's outcome a ``test`` record: each sent on its own, so a failure of
+    ours in one (an exception whose ``str()`` raises) never costs the other. The watch must
+    never cost the program a test result: nothing of ours raises here."""
     outcome = yield
     watch = startup.WATCH
     if watch is None:
@@ -40,10 +44,24 @@ def pytest_runtest_makereport(item, call):
         report = outcome.get_result()
         # Under pytest-xdist the test runs in a worker: its name (gw0...) says which process.
         worker = {"worker": os.environ["PYTEST_XDIST_WORKER"]} if "PYTEST_XDIST_WORKER" in os.environ else {}
-        if report.failed and call.excinfo is not None:
-            watch.failure("test", call.excinfo.value, call.excinfo.tb, test=item.nodeid, when=report.when, **worker)
-        if report.when == "call" or not report.passed:
-            watch.tracer.emit({"record": "test", "nodeid": item.nodeid, "when": report.when,
-                               "outcome": report.outcome, **worker})
     except Exception:
-        pass  # the watch must never cost the program a test result
+        return
+    if report.failed:
+        try:
+            if call.excinfo is not None:
+                watch.failure("test", call.excinfo.value, call.excinfo.tb, test=item.nodeid, when=report.when, **worker)
+            else:
+                said = (report.longreprtext or "").strip().splitlines()
+                watch.tracer.emit({"record": "failure", "kind": "test", "error": said[0] if said else "failed",
+                                   "type": None, "traceback": [], "test": item.nodeid, "when": report.when, **worker})
+        except Exception:
+            pass
+    if report.when == "call" or not report.passed:
+        try:
+            outcome = report.outcome
+            if hasattr(report, "wasxfail"):  # as pytest counts them: an xfail is no skip
+                outcome = {"skipped": "xfailed", "passed": "xpassed"}.get(outcome, outcome)
+            watch.tracer.emit({"record": "test", "nodeid": item.nodeid, "when": report.when,
+                               "outcome": outcome, **worker})
+        except Exception:
+            pass

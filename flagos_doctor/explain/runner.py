@@ -464,7 +464,7 @@ def say_dropped(document: dict, entry: dict) -> None:
 def tests_summary(records: list[dict]) -> dict:
     """Each test's outcome (its worst phase wins): counts and the node ids by outcome."""
     worst: dict[str, str] = {}
-    rank = {"passed": 0, "skipped": 1, "failed": 2}
+    rank = {"passed": 0, "xpassed": 0, "skipped": 1, "xfailed": 1, "failed": 2}
     for record in records:
         if record.get("record") != "test":
             continue

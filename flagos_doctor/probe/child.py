@@ -62,7 +62,13 @@ def modules_to_import(config: dict, channel: ChildChannel) -> list[str]:
 
 
 def error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"[:2000]
+    """``Type: message``, at most 2,000 characters; an exception whose ``str()`` raises is
+    still one (as Python's own traceback says it), so its failure is never lost with it."""
+    try:
+        message = str(exc)
+    except Exception:
+        message = "<exception str() failed>"
+    return f"{type(exc).__name__}: {message}"[:2000]
 
 
 def _frames(tracer, tb) -> list[dict]:

@@ -1,0 +1,198 @@
+"""Each promise of flagos_doctor/explain/pytest_plugin.py's docstrings, on real pytest runs
+under ``explain`` (and one without it): each test a phase, each failed phase a failure (setup,
+call, teardown; one raising nothing, a strict xfail's pass; one whose exception cannot be
+printed), each test's outcome as pytest counts it, the run's own steps between tests, the
+worker named under pytest-xdist, nothing done without the watch. A module attribute is the
+watched probe (``--watch knobs.flag``), so no stack is imported. scripts/mutation runs these first."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT, run_cli
+
+KNOBS = "flag = 0\n"
+
+CONFTEST = """\
+import knobs
+
+
+def pytest_sessionfinish(session):
+    knobs.flag = "finished"  # after every test: the run's own step again
+"""
+
+TESTS = """\
+import pytest
+
+import knobs
+
+knobs.flag = "collected"
+
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("fixture broke")
+
+
+@pytest.fixture
+def bad_teardown():
+    yield
+    raise RuntimeError("teardown broke")
+
+
+class Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no str")
+
+
+def test_writes():
+    knobs.flag = 1
+
+
+def test_fails():
+    knobs.flag = 2
+    assert knobs.flag == 3
+
+
+def test_setup_error(broken):
+    pass
+
+
+def test_teardown_error(bad_teardown):
+    pass
+
+
+def test_skipped():
+    pytest.skip("not here")
+
+
+def test_unprintable():
+    raise Unprintable()
+
+
+@pytest.mark.xfail(strict=True, reason="was broken")
+def test_strict_xpass():
+    pass
+
+
+@pytest.mark.xfail(reason="known")
+def test_xfail():
+    assert False
+
+
+@pytest.mark.xfail(reason="flaky")
+def test_xpass():
+    pass
+"""
+
+FILE = "test_plugin_demo.py"
+
+
+def write_project(folder) -> None:
+    for name, text in (("knobs.py", KNOBS), ("conftest.py", CONFTEST), (FILE, TESTS)):
+        (folder / name).write_text(text)
+
+
+def explained(folder, *pytest_args) -> tuple[dict, object]:
+    out = folder / "why.json"
+    result = run_cli("explain", "--quiet", "--watch", "knobs.flag", "--json", str(out), "--",
+                     sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args, FILE, cwd=folder)
+    return json.loads(out.read_text()), result
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("plugin")
+    write_project(folder)
+    return explained(folder)
+
+
+def node(name: str) -> str:
+    return f"{FILE}::{name}"
+
+
+def test_the_program_keeps_pytests_own_result_and_output(run):
+    document, result = run
+    assert result.returncode == 1
+    assert "3 failed, 2 passed, 1 skipped, 1 xfailed, 1 xpassed, 2 errors in " in result.stdout, result.stdout
+    assert "test_unprintable.Unprintable" not in result.stderr  # nothing of ours on the program's stderr
+
+
+def test_each_failed_phase_is_a_failure_naming_its_test_and_phase(run):
+    document, _ = run
+    failed = [(f["kind"], f["test"], f["when"]) for f in document["failures"]]
+    assert failed == [("test", node("test_fails"), "call"), ("test", node("test_setup_error"), "setup"),
+                      ("test", node("test_teardown_error"), "teardown"), ("test", node("test_unprintable"), "call"),
+                      ("test", node("test_strict_xpass"), "call")]
+    by_test = {f["test"]: f for f in document["failures"]}
+    assert by_test[node("test_fails")]["error"].startswith("AssertionError: assert 2 == 3")
+    assert by_test[node("test_setup_error")]["error"] == "RuntimeError: fixture broke"
+    assert by_test[node("test_setup_error")]["traceback"][-1]["function"] == "broken"
+    assert by_test[node("test_teardown_error")]["traceback"][-1]["function"] == "bad_teardown"
+    # an exception whose str() raises is still a failure, said as Python's traceback says it
+    assert by_test[node("test_unprintable")]["error"] == "Unprintable: <exception str() failed>"
+    # a phase that failed without an exception: pytest's own words
+    assert by_test[node("test_strict_xpass")]["error"] == "[XPASS(strict)] was broken"
+    assert by_test[node("test_strict_xpass")]["traceback"] == []
+
+
+def test_each_tests_outcome_is_as_pytest_counts_it_its_worst_phase_winning(run):
+    document, _ = run
+    assert document["tests"]["outcomes"] == {
+        node("test_writes"): "passed", node("test_fails"): "failed", node("test_setup_error"): "failed",
+        node("test_teardown_error"): "failed", node("test_skipped"): "skipped", node("test_unprintable"): "failed",
+        node("test_strict_xpass"): "failed", node("test_xfail"): "xfailed", node("test_xpass"): "xpassed"}
+    assert document["tests"]["counts"] == {"passed": 1, "failed": 5, "skipped": 1, "xfailed": 1, "xpassed": 1}
+
+
+def test_a_tests_reads_and_writes_carry_its_node_id_and_between_tests_the_runs_own_step(run):
+    document, _ = run
+    steps = [(e["kind"], e["step"], e["value"]["repr"]) for e in document["events"]]
+    assert steps == [("write", "program", "'collected'"),
+                     ("write", f"test {node('test_writes')}", "1"),
+                     ("write", f"test {node('test_fails')}", "2"), ("read", f"test {node('test_fails')}", "2"),
+                     ("write", "program", "'finished'")]
+    # each test a phase of its own; the run's own step is one phase, not one again after each test
+    phases = document["phases"]
+    assert phases.count("program") == 1 and phases[0] == "program"
+    assert [p for p in phases if p.startswith("test ")] == [
+        f"test {node(name)}" for name in ("test_writes", "test_fails", "test_setup_error", "test_teardown_error",
+                                          "test_skipped", "test_unprintable", "test_strict_xpass", "test_xfail",
+                                          "test_xpass")]
+
+
+def test_under_pytest_xdist_each_record_names_its_worker(tmp_path):
+    write_project(tmp_path)
+    document, result = explained(tmp_path, "-n", "2", "-p", "xdist")
+    assert result.returncode == 1, result.stderr
+    assert len(document["failures"]) == 5
+    workers = {f["test"]: f.get("worker") for f in document["failures"]}
+    assert set(workers.values()) <= {"gw0", "gw1"} and None not in workers.values()
+    assert document["tests"]["counts"] == {"passed": 1, "failed": 5, "skipped": 1, "xfailed": 1, "xpassed": 1}
+    roles = {f.get("role") for f in document["failures"]}
+    assert roles and all(role and "xdist" in role for role in roles)
+
+
+def test_without_the_watch_the_plugin_changes_nothing(tmp_path):
+    """Loaded in a pytest that explain did not start (no watch installed): the same result,
+    the same output, as without it."""
+    write_project(tmp_path)
+
+    def pytest_run(plugins):
+        env = {k: v for k, v in os.environ.items() if k != "PYTEST_PLUGINS"}
+        env["PYTHONPATH"] = REPO_ROOT
+        if plugins:
+            env["PYTEST_PLUGINS"] = "flagos_doctor.explain.pytest_plugin"
+        import subprocess
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", FILE],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+    plain, with_plugin = pytest_run(False), pytest_run(True)
+    assert with_plugin.returncode == plain.returncode == 1
+    summary = [line for line in plain.stdout.splitlines() if " in " in line and "failed" in line]
+    assert summary and summary[0].rsplit(" in ", 1)[0] in with_plugin.stdout
+    assert with_plugin.stderr == plain.stderr
