@@ -12,6 +12,6 @@ records each failed test.
 SCHEMA = "flagos-doctor/explain/1"
 
 #: The environment variable that carries the child's configuration (JSON) to
-#: :mod:`.startup`; the first interpreter to start takes it out of its environment, so the
-#: program's own subprocesses run unwatched.
+#: :mod:`.startup`; left in the environment, so the program's own Python subprocesses are
+#: watched too, each recording to a file of its own.
 CONFIG_VAR = "FLAGOS_DOCTOR_EXPLAIN"
