@@ -1,0 +1,244 @@
+"""Each promise of flagos_doctor/explain/runner.py's docstrings: which argv a CMD becomes, when
+a program is pytest, what the child is told, how the side-channel files are read (a torn
+line, a record of another shape, a planted entry), who each watched process was, how each
+test's outcome and each failure are numbered and attributed, the notices an interrupted,
+unwatched or unfinished run gets, and which stack the program imported. The pure parts are
+called directly; the rest runs real programs (no stack imported: ``--watch knobs.flag``).
+The signals' forwarding is tests/test_explain_signals.py, planted entries
+tests/test_explain_records.py. scripts/mutation runs these first."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import run_cli
+from flagos_doctor.errors import BadInput
+from flagos_doctor.explain import CONFIG_VAR, runner, startup
+from flagos_doctor.explain.runner import (interrupted_notice, is_pytest, read_processes, read_records,
+                                          resolve_command, role)
+from flagos_doctor.options import ExplainOptions
+
+
+def executable(path, text="#!/bin/sh\nexit 0\n"):
+    path.write_text(text)
+    os.chmod(path, 0o755)
+    return str(path)
+
+
+@pytest.mark.parametrize("name", ["python", "python3", "python3.11", "python3.13"])
+def test_any_python_name_is_the_chosen_interpreter(name):
+    assert resolve_command([name, "-c", "pass"], "/opt/py/bin/python") == ["/opt/py/bin/python", "-c", "pass"]
+
+
+def test_a_bare_name_is_a_console_script_beside_the_interpreter_before_path(tmp_path, monkeypatch):
+    beside, on_path = tmp_path / "venv" / "bin", tmp_path / "elsewhere"
+    beside.mkdir(parents=True), on_path.mkdir()
+    python = executable(beside / "python")
+    mine = executable(beside / "tool")
+    other = executable(on_path / "tool")
+    only_on_path = executable(on_path / "lonely")
+    (beside / "notexec").write_text("")
+    executable(on_path / "notexec")
+    monkeypatch.setenv("PATH", str(on_path))
+    assert resolve_command(["tool", "a"], python) == [mine, "a"]
+    assert resolve_command(["lonely"], python) == [only_on_path]
+    assert resolve_command(["notexec"], python) == [str(on_path / "notexec")]  # beside but not executable
+    assert other != mine
+    with pytest.raises(BadInput) as info:
+        resolve_command(["nowhere"], python)
+    assert info.value.where == "CMD" and "neither beside" in str(info.value)
+
+
+def test_a_path_runs_itself_a_plain_py_file_runs_under_the_interpreter(tmp_path):
+    script = tmp_path / "repro.py"
+    script.write_text("print(1)\n")
+    assert resolve_command([str(script), "x"], "/p/python") == ["/p/python", str(script), "x"]
+    os.chmod(script, 0o755)
+    assert resolve_command([str(script), "x"], "/p/python") == [str(script), "x"]
+    tool = executable(tmp_path / "tool.sh")
+    assert resolve_command([tool], "/p/python") == [tool]
+    (tmp_path / "data.txt").write_text("")
+    for argv, says in (([str(tmp_path / "data.txt")], "is not executable"), ([str(tmp_path / "gone.py")], "no such file"),
+                       ([], "give the program to run")):
+        with pytest.raises(BadInput) as info:
+            resolve_command(argv, "/p/python")
+        assert info.value.where == "CMD" and says in str(info.value)
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["python", "-m", "pytest", "-x"], True), (["/v/bin/python", "-X", "dev", "-m", "py.test"], True),
+    (["/v/bin/pytest", "-k", "x"], True), (["py.test"], True),
+    (["python", "pytest.py"], False), (["python", "-m"], False), (["python", "-m", "pytest_cov"], False),
+    (["/v/bin/pytest-watch"], False)])
+def test_pytest_is_python_m_pytest_or_its_console_script(argv, expected):
+    assert is_pytest(argv) is expected
+
+
+def options(**given) -> ExplainOptions:
+    base = dict(command=["python", "-c", "pass"], python=sys.executable)
+    return ExplainOptions(**{**base, **given})
+
+
+def test_the_child_is_told_its_channel_stack_probes_once_each_and_the_event_cap(tmp_path, monkeypatch):
+    monkeypatch.delenv("FLAGOS_DOCTOR_EXPLAIN_MAX_EVENTS", raising=False)
+    config = runner.child_config(options(stack="demo", watch=["knobs.flag", "knobs.flag", "os.sep"]), "/c")
+    assert config == {"channel": "/c", "stack": "demo", "probes": ["knobs.flag", "os.sep"], "env": [],
+                      "max_events": startup.MAX_EVENTS}
+    monkeypatch.setenv("FLAGOS_DOCTOR_EXPLAIN_MAX_EVENTS", "7")
+    assert runner.child_config(options(), "/c")["max_events"] == 7
+    # each refusal names the option, or the file at fault
+    for bad, option in ((dict(stack="no-such-stack"), "--stack"), (dict(watch=["not a name"]), "--watch"),
+                        (dict(watch_file=str(tmp_path / "missing.txt")), str(tmp_path / "missing.txt"))):
+        with pytest.raises(BadInput) as info:
+            runner.child_config(options(**bad), "/c")
+        assert option in (info.value.where or "") + str(info.value)
+
+
+def test_the_program_env_carries_the_config_and_joins_pytests_plugins_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTEST_PLUGINS", "mine,other")
+    env = runner.program_env({"channel": "/c"}, str(tmp_path), pytest=True)
+    assert json.loads(env[CONFIG_VAR]) == {"channel": "/c"}
+    assert env["PYTEST_PLUGINS"] == f"mine,other,{runner.PLUGIN}"
+    monkeypatch.setenv("PYTEST_PLUGINS", f"{runner.PLUGIN},mine")
+    assert runner.program_env({}, str(tmp_path), pytest=True)["PYTEST_PLUGINS"] == f"{runner.PLUGIN},mine"
+    monkeypatch.setenv("PYTEST_PLUGINS", "mine")
+    assert runner.program_env({}, str(tmp_path), pytest=False)["PYTEST_PLUGINS"] == "mine"
+    assert str(tmp_path) in env["PYTHONPATH"].split(os.pathsep)
+
+
+def test_a_torn_line_is_skipped_and_a_record_of_another_shape_names_its_file_and_line():
+    hello = json.dumps({"record": "test", "nodeid": "t::a", "when": "call", "outcome": "passed"})
+    assert read_records(f"{hello}\n{{\"record\": \"te".encode(), "12.jsonl") == [json.loads(hello)]
+    assert read_records(b"", "12.jsonl") == []
+    with pytest.raises(BadInput) as info:
+        read_records(f"{hello}\n{json.dumps({'record': 'test', 'nodeid': 3})}\n".encode(), "12.jsonl")
+    assert "12.jsonl, line 2" in str(info.value.where) + str(info.value)
+
+
+def test_each_process_file_is_read_in_name_order_and_an_oversized_one_only_in_part(tmp_path, monkeypatch):
+    record = {"record": "test", "nodeid": "t::a", "when": "call", "outcome": "passed"}
+    for name, outcome in (("20.jsonl", "failed"), ("100.jsonl", "passed"), ("3.txt", "skipped")):
+        (tmp_path / name).write_text(json.dumps({**record, "outcome": outcome}) + "\n")
+    processes, notices = read_processes(str(tmp_path))
+    assert [p[0]["outcome"] for p in processes] == ["passed", "failed"] and notices == []
+    monkeypatch.setattr(runner, "MAX_RECORDS_BYTES", 20)
+    processes, notices = read_processes(str(tmp_path))
+    assert processes == [[], []] and len(notices) == 2 and "what came after is not read" in notices[0]
+    monkeypatch.setattr(runner, "MAX_PROCESS_FILES", 1)
+    processes, notices = read_processes(str(tmp_path))
+    assert len(processes) == 1 and "held 2 files: the first 1 were read" in notices[-1]
+    processes, notices = read_processes(str(tmp_path / "gone"))
+    assert processes == [] and len(notices) == 1 and "side-channel folder could not be read" in notices[0]
+
+
+def test_who_each_watched_process_was_to_the_program():
+    hello = {"record": "hello", "pid": 10, "argv": ["python", "x.py"], "forked": False}
+    assert role([hello], 10) == "program"
+    assert role([{**hello, "forked": True}], 10) == "fork"  # a fork keeps no pid of the program's, but says so
+    assert role([{**hello, "pid": 11}, {"record": "test", "worker": "gw1"}], 10) == "pytest-xdist worker gw1"
+    assert role([{**hello, "pid": 11, "argv": ["python", "-c", "from multiprocessing.spawn import spawn_main",
+                                                "--multiprocessing-fork"]}], 10) == "multiprocessing child"
+    assert role([{**hello, "pid": 11, "forked": True}, {"record": "failure", "process_name": "P-1"}], 10) \
+        == "multiprocessing child"
+    assert role([{**hello, "pid": 11, "forked": True}], 10) == "fork"
+    assert role([{**hello, "pid": 11}], 10) == "subprocess"
+    assert role([], 10) == "subprocess"
+
+
+def test_a_tests_worst_phase_is_its_outcome():
+    def rec(nodeid, when, outcome):
+        return {"record": "test", "nodeid": nodeid, "when": when, "outcome": outcome}
+    summary = runner.tests_summary([rec("a", "call", "passed"), rec("a", "teardown", "failed"),
+                             rec("b", "setup", "skipped"), rec("c", "call", "failed"), rec("c", "teardown", "passed"),
+                             rec("d", "call", "xfailed"), rec("e", "call", "xpassed"), {"record": "hello"}])
+    assert summary == {"counts": {"failed": 2, "skipped": 1, "xfailed": 1, "xpassed": 1},
+                       "outcomes": {"a": "failed", "b": "skipped", "c": "failed", "d": "xfailed", "e": "xpassed"}}
+    assert runner.tests_summary([]) == {"counts": {}, "outcomes": {}}
+
+
+def test_the_interruption_notice_says_who_sent_it_and_who_got_it():
+    assert interrupted_notice({"signal": "SIGTERM", "from": "pid 412", "forwarded_to": 3}) == (
+        "explain was interrupted by SIGTERM (from pid 412): passed on to the program and 2 of its subprocesses; "
+        "below is what the program did until it ended")
+    assert "passed on to the program;" in interrupted_notice({"signal": "SIGTERM", "from": "pid 1", "forwarded_to": 1})
+    assert "the program got it from the terminal too" in interrupted_notice(
+        {"signal": "SIGINT", "from": "the terminal", "forwarded_to": 0})
+
+
+def explain(folder, program: str, *more) -> tuple[dict, object]:
+    (folder / "knobs.py").write_text("flag = 0\n")
+    (folder / "prog.py").write_text(program)
+    result = run_cli("explain", "--quiet", "--watch", "knobs.flag", "--json", str(folder / "why.json"), *more,
+                     "--", sys.executable, "prog.py", cwd=folder)
+    return json.loads((folder / "why.json").read_text()), result
+
+
+def test_failures_are_numbered_across_processes_each_naming_its_process_and_role(tmp_path):
+    program = ("import subprocess, sys\n"
+               "subprocess.run([sys.executable, '-c', 'raise KeyError(1)'])\n"
+               "subprocess.run([sys.executable, '-c', 'raise IndexError(2)'])\n"
+               "raise ValueError(3)\n")
+    document, result = explain(tmp_path, program)
+    assert result.returncode == 1
+    program_pid = document["program"]["pid"]
+    got = [(f["id"], f["error"], f["process"] == program_pid, f.get("role")) for f in document["failures"]]
+    assert got == [(1, "ValueError: 3", True, None), (2, "KeyError: 1", False, "subprocess"),
+                   (3, "IndexError: 2", False, "subprocess")]
+    assert [p["role"] for p in document["processes"]] == ["program", "subprocess", "subprocess"]
+    assert all(p["finished"] for p in document["processes"])
+
+
+def test_a_program_ending_non_zero_without_an_exception_is_one_exit_failure(tmp_path):
+    document, result = explain(tmp_path, "import os\nos.kill(os.getpid(), 9)\n")
+    assert result.returncode == 137
+    assert [(f["kind"], f["error"]) for f in document["failures"]] == [("exit", "the program was killed by SIGKILL")]
+    assert any("without running its exit hooks" in n for n in document["notices"])
+    document, result = explain(tmp_path, "import sys\nsys.exit(4)\n")
+    assert result.returncode == 4 and [f["kind"] for f in document["failures"]] == ["exit"]
+    assert not any("exit hooks" in n for n in document["notices"])
+    document, result = explain(tmp_path, "pass\n")
+    assert result.returncode == 0 and document["failures"] == [] and document["tests"] is None
+
+
+def test_a_program_the_watch_never_entered_is_said_so(tmp_path):
+    (tmp_path / "prog.py").write_text("raise SystemExit(0)\n")
+    result = run_cli("explain", "--quiet", "--json", str(tmp_path / "why.json"), "--",
+                     sys.executable, "-I", "prog.py", cwd=tmp_path)
+    document = json.loads((tmp_path / "why.json").read_text())
+    assert result.returncode == 0 and document["program"]["watched"] is False
+    assert any("the watch never started in the program" in n for n in document["notices"])
+    assert document["python"]["executable"] == sys.executable
+
+
+def test_events_past_a_processes_cap_are_said_with_who_made_them(tmp_path):
+    program = ("import knobs, subprocess, sys\n"
+               "for i in range(5):\n    knobs.flag = i\n"
+               "subprocess.run([sys.executable, '-c', 'import knobs\\nfor i in range(4): knobs.flag = i'])\n")
+    (tmp_path / "knobs.py").write_text("flag = 0\n")
+    (tmp_path / "prog.py").write_text(program)
+    result = run_cli("explain", "--quiet", "--watch", "knobs.flag", "--json", str(tmp_path / "why.json"), "--",
+                     sys.executable, "prog.py", cwd=tmp_path, env={"FLAGOS_DOCTOR_EXPLAIN_MAX_EVENTS": "2",
+                                                                    "PYTHONPATH": str(tmp_path)})
+    document = json.loads((tmp_path / "why.json").read_text())
+    assert result.returncode == 0, result.stderr
+    said = [n for n in document["notices"] if "more events than the watch keeps" in n]
+    assert said[0].startswith("the program made more events than the watch keeps (2 of each kind): 3 writes")
+    assert said[1].startswith("subprocess (pid ") and "2 writes were counted" in said[1]
+    assert [p["dropped"] for p in document["processes"]] == [{"write": 3}, {"write": 2}]
+
+
+def test_without_stack_the_stack_is_the_one_whose_code_wrote_a_probe_the_programs_own_first():
+    def writes(file):
+        return [{"record": "event", "kind": "write", "where": {"file": file}}]
+    assert runner.imported_stack([writes("prog.py"), writes("flagos_doctor/demo/__init__.py")]) == "demo"
+    assert runner.imported_stack([writes("torch_fl/__init__.py"), writes("flagos_doctor/demo/x.py")]) == "torch_fl"
+    assert runner.imported_stack([writes("flag_gems/runtime/backend.py")]) == "flag_gems"
+    assert runner.imported_stack([writes("torch_fl.py")]) == "torch_fl"
+    assert runner.imported_stack([writes("torch_flx/__init__.py")]) is None
+    assert runner.imported_stack([writes("prog.py"), [{"record": "event", "kind": "read",
+                                                       "where": {"file": "torch_fl/x.py"}}]]) is None
+    assert runner.imported_stack([]) is None
