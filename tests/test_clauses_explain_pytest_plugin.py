@@ -87,6 +87,11 @@ def test_xfail():
 @pytest.mark.xfail(reason="flaky")
 def test_xpass():
     pass
+
+
+def test_putenv():
+    import os
+    os.putenv("FLAGOS_PLUGIN_PROBE", "1")  # libc's environment only: seen at the test's end
 """
 
 FILE = "test_plugin_demo.py"
@@ -118,7 +123,7 @@ def node(name: str) -> str:
 def test_the_program_keeps_pytests_own_result_and_output(run):
     document, result = run
     assert result.returncode == 1
-    assert "3 failed, 2 passed, 1 skipped, 1 xfailed, 1 xpassed, 2 errors in " in result.stdout, result.stdout
+    assert "3 failed, 3 passed, 1 skipped, 1 xfailed, 1 xpassed, 2 errors in " in result.stdout, result.stdout
     assert "test_unprintable.Unprintable" not in result.stderr  # nothing of ours on the program's stderr
 
 
@@ -145,13 +150,14 @@ def test_each_tests_outcome_is_as_pytest_counts_it_its_worst_phase_winning(run):
     assert document["tests"]["outcomes"] == {
         node("test_writes"): "passed", node("test_fails"): "failed", node("test_setup_error"): "failed",
         node("test_teardown_error"): "failed", node("test_skipped"): "skipped", node("test_unprintable"): "failed",
-        node("test_strict_xpass"): "failed", node("test_xfail"): "xfailed", node("test_xpass"): "xpassed"}
-    assert document["tests"]["counts"] == {"passed": 1, "failed": 5, "skipped": 1, "xfailed": 1, "xpassed": 1}
+        node("test_strict_xpass"): "failed", node("test_xfail"): "xfailed", node("test_xpass"): "xpassed",
+        node("test_putenv"): "passed"}
+    assert document["tests"]["counts"] == {"passed": 2, "failed": 5, "skipped": 1, "xfailed": 1, "xpassed": 1}
 
 
 def test_a_tests_reads_and_writes_carry_its_node_id_and_between_tests_the_runs_own_step(run):
     document, _ = run
-    steps = [(e["kind"], e["step"], e["value"]["repr"]) for e in document["events"]]
+    steps = [(e["kind"], e["step"], e["value"]["repr"]) for e in document["events"] if e["probe"] == "knobs.flag"]
     assert steps == [("write", "program", "'collected'"),
                      ("write", f"test {node('test_writes')}", "1"),
                      ("write", f"test {node('test_fails')}", "2"), ("read", f"test {node('test_fails')}", "2"),
@@ -162,7 +168,10 @@ def test_a_tests_reads_and_writes_carry_its_node_id_and_between_tests_the_runs_o
     assert [p for p in phases if p.startswith("test ")] == [
         f"test {node(name)}" for name in ("test_writes", "test_fails", "test_setup_error", "test_teardown_error",
                                           "test_skipped", "test_unprintable", "test_strict_xpass", "test_xfail",
-                                          "test_xpass")]
+                                          "test_xpass", "test_putenv")]
+    # a write no hook sees (libc's environment) is looked for as the test ends: it is the test's
+    (putenv,) = [e for e in document["events"] if e["probe"] == "$FLAGOS_PLUGIN_PROBE"]
+    assert putenv["kind"] == "write" and putenv["step"] == f"test {node('test_putenv')}"
 
 
 def test_under_pytest_xdist_each_record_names_its_worker(tmp_path):
@@ -172,7 +181,7 @@ def test_under_pytest_xdist_each_record_names_its_worker(tmp_path):
     assert len(document["failures"]) == 5
     workers = {f["test"]: f.get("worker") for f in document["failures"]}
     assert set(workers.values()) <= {"gw0", "gw1"} and None not in workers.values()
-    assert document["tests"]["counts"] == {"passed": 1, "failed": 5, "skipped": 1, "xfailed": 1, "xpassed": 1}
+    assert document["tests"]["counts"] == {"passed": 2, "failed": 5, "skipped": 1, "xfailed": 1, "xpassed": 1}
     roles = {f.get("role") for f in document["failures"]}
     assert roles and all(role and "xdist" in role for role in roles)
 
@@ -196,3 +205,17 @@ def test_without_the_watch_the_plugin_changes_nothing(tmp_path):
     summary = [line for line in plain.stdout.splitlines() if " in " in line and "failed" in line]
     assert summary and summary[0].rsplit(" in ", 1)[0] in with_plugin.stdout
     assert with_plugin.stderr == plain.stderr
+
+
+def test_a_hook_of_the_programs_that_raises_is_still_pytests_to_report(tmp_path):
+    """A conftest whose report hook raises: pytest's INTERNALERROR names that error, watched as
+    unwatched; nothing of the plugin's raises in its place."""
+    (tmp_path / "knobs.py").write_text(KNOBS)
+    (tmp_path / "conftest.py").write_text(
+        "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+        "    yield\n    raise RuntimeError('hook broke')\n")
+    (tmp_path / FILE).write_text("def test_one():\n    pass\n")
+    document, result = explained(tmp_path)
+    assert result.returncode == 3, result.stdout  # pytest's internal error
+    assert "INTERNALERROR> RuntimeError: hook broke" in result.stdout + result.stderr
+    assert "NameError" not in result.stdout + result.stderr

@@ -51,7 +51,7 @@ def pytest_runtest_makereport(item, call):
             if call.excinfo is not None:
                 watch.failure("test", call.excinfo.value, call.excinfo.tb, test=item.nodeid, when=report.when, **worker)
             else:
-                said = (report.longreprtext or "").strip().splitlines()
+                said = report.longreprtext.strip().splitlines()  # pytest's text ("" when none)
                 watch.tracer.emit({"record": "failure", "kind": "test", "error": said[0] if said else "failed",
                                    "type": None, "traceback": [], "test": item.nodeid, "when": report.when, **worker})
         except Exception:

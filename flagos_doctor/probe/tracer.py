@@ -142,6 +142,8 @@ class Tracer:
         self.env_last = {k: v for k, v in os.environ.items() if watch.env_matches(k, self.env_patterns)}
         self.env_original = dict(self.env_last)
         self.libc_environ = None
+        #: Variables whose last value came from libc's environment alone (os.putenv, C setenv).
+        self.env_via_libc: set[str] = set()
         self.driver_created = False
         self.driver_seq = None
         self.modules_seen = 0
@@ -934,9 +936,16 @@ class Tracer:
             if self._watch.env_matches(key, self.env_patterns):
                 current[key] = value
         if libc and self.libc_environ is not None:
+            self.env_via_libc = set()
             for key, value in self._libc_env().items():
                 if key not in current or current[key] != value:
                     current[key] = value  # set with os.putenv or C setenv: libc has the truth
+                    self.env_via_libc.add(key)
+        else:
+            # Between two looks at libc, what only libc held stands: os.environ not holding it
+            # is no delete (a putenv variable was once said deleted, then written again).
+            for key in self.env_via_libc & self.env_last.keys():
+                current[key] = self.env_last[key]
         for key in sorted(set(current) | set(self.env_last)):
             before, after = self.env_last.get(key), current.get(key)
             if before != after:
