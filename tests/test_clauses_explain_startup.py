@@ -114,9 +114,14 @@ def test_without_the_variable_the_hook_only_chains(tmp_path):
     (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)
     (user_site / "sitecustomize.py").write_text("import builtins\nbuiltins.USER_SITE_RAN = True\n")
     env = {k: v for k, v in os.environ.items() if k != CONFIG_VAR}
-    env["PYTHONPATH"] = os.pathsep.join([REPO_ROOT, str(hook), str(user_site)])
+    # the package through a folder holding only its link, as explain's own launch does (the
+    # checkout's root may hold a sitecustomize of its own: scripts/mutation's tracer)
+    package = tmp_path / "package"
+    package.mkdir()
+    os.symlink(os.path.join(REPO_ROOT, "flagos_doctor"), package / "flagos_doctor")
+    env["PYTHONPATH"] = os.pathsep.join([str(package), str(hook), str(user_site)])
     check = ("import sys, builtins\nfrom flagos_doctor.explain import startup\n"
              "print(startup.WATCH is None, sys.excepthook is sys.__excepthook__, builtins.USER_SITE_RAN)\n")
     result = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=120)
     assert result.stdout == "True True True\n", result.stderr
-    assert set(os.listdir(tmp_path)) == {"hook", "user-site"}  # no side-channel file was made
+    assert set(os.listdir(tmp_path)) == {"hook", "user-site", "package"}  # no side-channel file was made
