@@ -43,10 +43,13 @@ def test_a_bare_name_is_a_console_script_beside_the_interpreter_before_path(tmp_
     only_on_path = executable(on_path / "lonely")
     (beside / "notexec").write_text("")
     executable(on_path / "notexec")
+    (beside / "adir").mkdir()  # searchable (x), but no program
+    on_path_adir = executable(on_path / "adir")
     monkeypatch.setenv("PATH", str(on_path))
     assert resolve_command(["tool", "a"], python) == [mine, "a"]
     assert resolve_command(["lonely"], python) == [only_on_path]
     assert resolve_command(["notexec"], python) == [str(on_path / "notexec")]  # beside but not executable
+    assert resolve_command(["adir"], python) == [on_path_adir]
     assert other != mine
     with pytest.raises(BadInput) as info:
         resolve_command(["nowhere"], python)
@@ -73,6 +76,7 @@ def test_a_path_runs_itself_a_plain_py_file_runs_under_the_interpreter(tmp_path)
     (["python", "-m", "pytest", "-x"], True), (["/v/bin/python", "-X", "dev", "-m", "py.test"], True),
     (["/v/bin/pytest", "-k", "x"], True), (["py.test"], True),
     (["python", "pytest.py"], False), (["python", "-m"], False), (["python", "-m", "pytest_cov"], False),
+    (["python", "script.py", "pytest"], False),
     (["/v/bin/pytest-watch"], False)])
 def test_pytest_is_python_m_pytest_or_its_console_script(argv, expected):
     assert is_pytest(argv) is expected
@@ -157,6 +161,15 @@ def test_a_tests_worst_phase_is_its_outcome():
                              rec("d", "call", "xfailed"), rec("e", "call", "xpassed"), {"record": "hello"}])
     assert summary == {"counts": {"failed": 2, "skipped": 1, "xfailed": 1, "xpassed": 1},
                        "outcomes": {"a": "failed", "b": "skipped", "c": "failed", "d": "xfailed", "e": "xpassed"}}
+    # equal ranks: the later phase; a passed or xpassed phase never hides a skip; an outcome
+    # of another name (a plugin's) counts as a failure, whether it comes first or last
+    ordered = [rec("f", "setup", "skipped"), rec("f", "call", "passed"), rec("g", "setup", "skipped"),
+               rec("g", "call", "xpassed"), rec("h", "call", "skipped"), rec("h", "call", "xfailed"),
+               rec("i", "call", "xfailed"), rec("i", "call", "skipped"), rec("j", "call", "failed"),
+               rec("j", "call", "error"), rec("k", "call", "error"), rec("k", "teardown", "passed"),
+               rec("l", "call", "error"), rec("l", "call", "failed")]
+    assert runner.tests_summary(ordered)["outcomes"] == {"f": "skipped", "g": "skipped", "h": "xfailed",
+                                                         "i": "skipped", "j": "error", "k": "error", "l": "failed"}
     assert runner.tests_summary([]) == {"counts": {}, "outcomes": {}}
 
 
@@ -165,6 +178,8 @@ def test_the_interruption_notice_says_who_sent_it_and_who_got_it():
         "explain was interrupted by SIGTERM (from pid 412): passed on to the program and 2 of its subprocesses; "
         "below is what the program did until it ended")
     assert "passed on to the program;" in interrupted_notice({"signal": "SIGTERM", "from": "pid 1", "forwarded_to": 1})
+    assert "passed on to the program and 1 of its subprocesses;" in interrupted_notice(
+        {"signal": "SIGTERM", "from": "pid 1", "forwarded_to": 2})
     assert "the program got it from the terminal too" in interrupted_notice(
         {"signal": "SIGINT", "from": "the terminal", "forwarded_to": 0})
 
@@ -178,24 +193,44 @@ def explain(folder, program: str, *more) -> tuple[dict, object]:
 
 
 def test_failures_are_numbered_across_processes_each_naming_its_process_and_role(tmp_path):
-    program = ("import subprocess, sys\n"
-               "subprocess.run([sys.executable, '-c', 'raise KeyError(1)'])\n"
+    child = "import knobs\\nknobs.flag = 7\\nraise KeyError(1)"
+    program = ("import json, knobs, os, subprocess, sys\n"
+               "print(oct(os.stat(json.loads(os.environ['FLAGOS_DOCTOR_EXPLAIN'])['channel']).st_mode & 0o777))\n"
+               f"subprocess.run([sys.executable, '-c', '{child}'])\n"
                "subprocess.run([sys.executable, '-c', 'raise IndexError(2)'])\n"
-               "raise ValueError(3)\n")
+               "knobs.flag = 3\n"
+               "try:\n    {}['key']\nexcept KeyError as exc:\n    raise ValueError(3) from exc\n")
     document, result = explain(tmp_path, program)
     assert result.returncode == 1
+    assert result.stdout == "0o700\n"  # the records' folder: the user's alone
     program_pid = document["program"]["pid"]
     got = [(f["id"], f["error"], f["process"] == program_pid, f.get("role")) for f in document["failures"]]
     assert got == [(1, "ValueError: 3", True, None), (2, "KeyError: 1", False, "subprocess"),
                    (3, "IndexError: 2", False, "subprocess")]
+    assert [c["error"] for c in document["failures"][0]["raised_from"]] == ["KeyError: 'key'"]
     assert [p["role"] for p in document["processes"]] == ["program", "subprocess", "subprocess"]
     assert all(p["finished"] for p in document["processes"])
+    # the program's events are the document's own; each other process keeps its own with it
+    program_entry, child_entry, _ = document["processes"]
+    assert "events" not in program_entry and "findings" not in program_entry
+    assert [e["value"]["repr"] for e in document["events"] if e["kind"] == "write"] == ["3"]
+    assert [e["value"]["repr"] for e in child_entry["events"] if e["kind"] == "write"] == ["7"]
+    assert isinstance(child_entry["findings"], list)
+
+
+def test_a_secret_inside_a_longer_one_leaves_nothing_of_the_longer(tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "hunter2")
+    monkeypatch.chdir(tmp_path)
+    document = runner.run_explain(options(command=["python", "-c", "pass", "--api-key", "hunter2-and-more"]))
+    text = json.dumps(document)
+    assert "hunter2" not in text and "-and-more" not in text
 
 
 def test_a_program_ending_non_zero_without_an_exception_is_one_exit_failure(tmp_path):
     document, result = explain(tmp_path, "import os\nos.kill(os.getpid(), 9)\n")
     assert result.returncode == 137
-    assert [(f["kind"], f["error"]) for f in document["failures"]] == [("exit", "the program was killed by SIGKILL")]
+    assert [(f["id"], f["kind"], f["error"]) for f in document["failures"]] == [
+        (1, "exit", "the program was killed by SIGKILL")]
     assert any("without running its exit hooks" in n for n in document["notices"])
     document, result = explain(tmp_path, "import sys\nsys.exit(4)\n")
     assert result.returncode == 4 and [f["kind"] for f in document["failures"]] == ["exit"]
@@ -242,3 +277,103 @@ def test_without_stack_the_stack_is_the_one_whose_code_wrote_a_probe_the_program
     assert runner.imported_stack([writes("prog.py"), [{"record": "event", "kind": "read",
                                                        "where": {"file": "torch_fl/x.py"}}]]) is None
     assert runner.imported_stack([]) is None
+
+
+def test_a_module_stack_is_found_beside_the_script_python_runs_and_refused_before_the_program_starts(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "stack_beside_the_script.py").write_text("")
+    marker = tmp_path / "ran"
+    for name in ("prog.py", "prog"):  # Python runs a script of any name; its folder comes first
+        (project / name).write_text(f"open({str(marker)!r}, 'w').close()\n")
+        found = run_cli("explain", "--quiet", "--stack", "stack_beside_the_script", "--",
+                        sys.executable, str(project / name), cwd=tmp_path)
+        assert found.returncode == 0 and marker.exists(), found.stderr
+        marker.unlink()
+    # the folder of an argument after the script is not Python's
+    (project / "data.txt").write_text("")
+    refused = run_cli("explain", "--quiet", "--stack", "stack_beside_the_script", "--",
+                      sys.executable, "-c", "open('ran', 'w').close()", str(project / "data.txt"), cwd=tmp_path)
+    assert refused.returncode == 2 and "--stack" in refused.stderr and not marker.exists()
+    elsewhere = run_cli("explain", "--quiet", "--stack", "no_stack_here_at_all", "--",
+                        sys.executable, str(project / "prog.py"), cwd=tmp_path)
+    assert elsewhere.returncode == 2 and "--stack" in elsewhere.stderr and not marker.exists()
+
+
+def test_exactly_the_cap_of_process_files_is_read(tmp_path):
+    record = json.dumps({"record": "test", "nodeid": "t::a", "when": "call", "outcome": "passed"}) + "\n"
+    for number in range(runner.MAX_PROCESS_FILES + 1):
+        (tmp_path / f"{number:05d}.jsonl").write_text(record)
+    processes, notices = read_processes(str(tmp_path))
+    assert len(processes) == 2000 and notices == ["explain's side-channel folder held 2,001 files: the first 2,000 were read"]
+    (tmp_path / "02000.jsonl").unlink()
+    assert read_processes(str(tmp_path)) == ([[json.loads(record)]] * 2000, [])
+
+
+def test_a_process_file_over_64_mib_is_read_to_64_mib(tmp_path):
+    record = (json.dumps({"record": "test", "nodeid": "t::a", "when": "call", "outcome": "passed"}) + "\n").encode()
+    with open(tmp_path / "1.jsonl", "wb") as handle:  # a record, then zeros (sparse) to 64 MiB + 1 byte
+        handle.write(record)
+        handle.truncate((64 << 20) + 1)
+    processes, notices = read_processes(str(tmp_path))
+    assert processes == [[json.loads(record)]]
+    assert notices == ["explain's side-channel folder held '1.jsonl', more than the watch writes (64 MiB): "
+                       "what came after is not read"]
+    with open(tmp_path / "1.jsonl", "r+b") as handle:
+        handle.truncate(64 << 20)
+    assert read_processes(str(tmp_path))[1] == []
+
+
+def test_a_record_error_names_a_planted_files_name_in_short(tmp_path):
+    bad = json.dumps({"record": "test", "nodeid": 3}).encode()
+    for name, shown in (("1.jsonl", "1.jsonl"), ("x" * 99, "x" * 99), ("x" * 100, "'" + "x" * 37 + "..." + "x" * 38 + "'"),
+                        ("a\nb.jsonl", "'a\\nb.jsonl'")):
+        with pytest.raises(BadInput) as info:
+            read_records(bad, name)
+        assert f"side-channel file {shown}" in info.value.where
+    surrogate = b'{"record": "test", "nodeid": "\\udc80", "when": "call", "outcome": "passed"}'
+    with pytest.raises(BadInput):
+        read_records(surrogate, "2.jsonl")
+
+
+def test_reading_the_folder_leaves_no_descriptor_open_and_a_missing_one_says_why(tmp_path):
+    (tmp_path / "1.jsonl").write_text("")
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(5):
+        read_processes(str(tmp_path))
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert read_processes(str(tmp_path / "gone"))[1] == [
+        "explain's side-channel folder could not be read (No such file or directory): something removed or "
+        "replaced it, and the watch's records are lost"]
+
+
+def built(processes, returncode=0, pytest=False, stack=None, full=False) -> dict:
+    config = {"channel": "/c", "stack": stack, "probes": [], "env": [], "max_events": 5}
+    return runner.build_document(processes, runner.Ran(returncode, 0.123456, 10, None), options(stack=stack), config,
+                                 [sys.executable, "prog.py"], pytest, full)
+
+
+def test_a_process_without_its_hello_and_one_that_lost_or_dropped_records_are_said(tmp_path):
+    hello = {"record": "hello", "pid": 10, "ppid": 1, "argv": ["python", "prog.py"], "forked": False,
+             "python": "3.11", "executable": sys.executable, "platform": "linux", "dict_watchers": False}
+    lost = {"record": "lost", "error": "No space left on device", "records": 7}
+    dropped = {"record": "dropped", "events": {"write": 3}}
+    document = built([[hello, lost, dropped], [{"record": "test", "nodeid": "t", "when": "call", "outcome": "passed"}]])
+    program, other = document["processes"]
+    assert (program["lost"], program["dropped"]) == ({"error": "No space left on device", "records": 7}, {"write": 3})
+    assert (other["pid"], other["role"], other["lost"], other["dropped"]) == (None, "subprocess", None, {})
+    assert "the program: the watch could not write its records (No space left on device): 7 were lost" in document["notices"]
+    assert any(n.startswith("the program made more events than the watch keeps (5 of each kind): 3 writes")
+               for n in document["notices"])
+    # a lost record explains the missing final state: no "exit hooks" notice then; without it, one
+    assert not any("exit hooks" in n for n in document["notices"])
+    assert any("exit hooks" in n for n in built([[hello]])["notices"])
+    assert not any("exit hooks" in n for n in built([[hello]], full=True)["notices"])
+    assert document["program"]["seconds"] == 0.12 and document["stack"] is None
+    assert built([[hello]], stack="demo")["stack"] == "demo"
+    assert document["tests"] is None and built([[hello]], pytest=True)["tests"] == {"counts": {}, "outcomes": {}}
+
+
+def test_a_without_stack_write_of_unknown_place_names_no_stack():
+    assert runner.imported_stack([[{"record": "event", "kind": "write", "where": None},
+                                   {"record": "event", "kind": "delete", "where": {"file": None}}]]) is None

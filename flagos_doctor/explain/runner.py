@@ -69,7 +69,10 @@ def check_stack(stack: str | None, python: str, argv: list[str]) -> None:
     """Refuse ``--stack`` as probe does (:func:`flagos_doctor.stacks.check`), looking where the
     program will: its script's folder too (``sys.path[0]``)."""
     env = dict(os.environ)
-    script = next((a for a in argv[1:2] if a.endswith(".py") and os.path.isfile(a)), None)
+    # The file Python runs as its script (any name: ``python tool``, not only ``.py``), or a
+    # ``.py`` that runs itself: its folder is what Python puts first.
+    script = argv[1] if argv[0] == python and len(argv) > 1 and os.path.isfile(argv[1]) else \
+        argv[0] if argv[0].endswith(".py") and os.path.isfile(argv[0]) else None
     if script:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(os.path.abspath(script)),
                                                         env.get("PYTHONPATH")) if p)
@@ -335,7 +338,7 @@ def role(records: list[dict], program_pid: int) -> str:
 
 
 def build_document(processes: list[list[dict]], ran: "Ran", options: ExplainOptions, config: dict,
-                   argv: list[str], pytest: bool, full: bool = False) -> dict:
+                   argv: list[str], pytest: bool, full: bool) -> dict:
     """The document from each process's records and how the program ended: the program's
     own events at the top, each other watched process under ``processes``; every failure
     (each naming its process) with its causes, found in its own process's events."""
@@ -464,12 +467,12 @@ def say_dropped(document: dict, entry: dict) -> None:
 def tests_summary(records: list[dict]) -> dict:
     """Each test's outcome (its worst phase wins): counts and the node ids by outcome."""
     worst: dict[str, str] = {}
-    rank = {"passed": 0, "xpassed": 0, "skipped": 1, "xfailed": 1, "failed": 2}
+    rank = {"passed": 0, "xpassed": 0, "skipped": 1, "xfailed": 1, "failed": 2}  # another outcome: as failed
     for record in records:
         if record.get("record") != "test":
             continue
         nodeid, outcome = record["nodeid"], record["outcome"]
-        if rank.get(outcome, 2) >= rank.get(worst.get(nodeid, "passed"), 0) or nodeid not in worst:
+        if nodeid not in worst or rank.get(outcome, 2) >= rank.get(worst[nodeid], 2):
             worst[nodeid] = outcome
     counts: dict[str, int] = {}
     for outcome in worst.values():
