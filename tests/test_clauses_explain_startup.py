@@ -73,15 +73,35 @@ def test_an_exception_that_cannot_be_printed_is_still_the_failure(tmp_path):
     assert failure["error"] == "Unprintable: <exception str() failed>"
 
 
-def test_a_deep_stack_keeps_its_outermost_ten_and_innermost_frames(tmp_path):
-    program = "import sys\nsys.setrecursionlimit(5000)\ndef down(n):\n    if n == 0:\n        raise ValueError('bottom')\n    down(n - 1)\ndown(300)\n"
+def test_a_deep_stack_keeps_its_outermost_ten_and_innermost_110_frames(tmp_path):
+    program = ("import sys\nsys.setrecursionlimit(5000)\ndef down(n):\n    if n == 0:\n        raise ValueError('bottom')\n"
+               "    down(n - 1)\ndown(300)\n")
     document, _ = explained(tmp_path, program)
     (failure,) = document["failures"]
     frames = failure["traceback"]
-    assert len(frames) == startup.MAX_FRAMES
-    assert frames[0]["function"] == "<module>" and frames[0]["line"] == 7
-    assert frames[-1]["function"] == "down" and frames[-1]["line"] == 5
+    assert len(frames) == 120  # docs/explain.md
+    assert (frames[0]["function"], frames[0]["line"], frames[0]["code"]) == ("<module>", 7, "down(300)")
+    assert (frames[-1]["function"], frames[-1]["line"], frames[-1]["code"]) == ("down", 5, "raise ValueError('bottom')")
     assert all(f["function"] == "down" and f["line"] == 6 for f in frames[1:-1])
+
+
+def test_a_frames_code_is_its_line_to_200_characters_and_importlibs_frames_are_left_out(tmp_path):
+    (tmp_path / "broken_module.py").write_text("x = 1\nraise ImportError('broken at import: ' + 'y' * 300)\n")
+    document, _ = explained(tmp_path, "import broken_module\n")
+    (failure,) = document["failures"]
+    assert [(f["file"], f["line"]) for f in failure["traceback"]] == [("prog.py", 1), ("broken_module.py", 2)]
+    assert failure["traceback"][-1]["code"] == "raise ImportError('broken at import: ' + 'y' * 300)"
+    long_line = "raise ValueError(" + " + ".join(["'abcdefgh'"] * 30) + ")"  # over 300 characters
+    document, _ = explained(tmp_path, long_line + "\n")
+    (failure,) = document["failures"]
+    assert failure["traceback"][-1]["code"] == long_line[:200]
+
+
+def test_each_process_keeps_5000_events_of_a_kind_and_counts_the_rest(tmp_path):
+    document, result = explained(tmp_path, "import knobs\nfor i in range(5003):\n    knobs.flag = i\n")
+    assert result.returncode == 0, result.stderr
+    assert len([e for e in document["events"] if e["kind"] == "write"]) == 5000  # docs/explain.md
+    assert document["processes"][0]["dropped"] == {"write": 3}
 
 
 def test_the_shadowed_sitecustomize_runs_and_a_broken_one_is_said_as_site_says_it(tmp_path):
