@@ -193,7 +193,7 @@ def explain(folder, program: str, *more) -> tuple[dict, object]:
 
 
 def test_failures_are_numbered_across_processes_each_naming_its_process_and_role(tmp_path):
-    child = "import knobs\\nknobs.flag = 7\\nraise KeyError(1)"
+    child = "import knobs\\nknobs.flag = 6\\ndef f():\\n    knobs.flag = 7\\nf()\\nraise KeyError(1)"
     program = ("import json, knobs, os, subprocess, sys\n"
                "print(oct(os.stat(json.loads(os.environ['FLAGOS_DOCTOR_EXPLAIN'])['channel']).st_mode & 0o777))\n"
                f"subprocess.run([sys.executable, '-c', '{child}'])\n"
@@ -214,8 +214,11 @@ def test_failures_are_numbered_across_processes_each_naming_its_process_and_role
     program_entry, child_entry, _ = document["processes"]
     assert "events" not in program_entry and "findings" not in program_entry
     assert [e["value"]["repr"] for e in document["events"] if e["kind"] == "write"] == ["3"]
-    assert [e["value"]["repr"] for e in child_entry["events"] if e["kind"] == "write"] == ["7"]
-    assert isinstance(child_entry["findings"], list)
+    assert [e["value"]["repr"] for e in child_entry["events"] if e["kind"] == "write"] == ["6", "7"]
+    # each process judged on its own events: the subprocess's two writers are its finding alone
+    assert [f["kind"] for f in child_entry["findings"]] == ["multiple-writers"]
+    assert "multiple-writers" not in [f["kind"] for f in document["findings"]]
+    assert program_entry["pid"] == program_pid and child_entry["ppid"] == program_pid
 
 
 def test_a_secret_inside_a_longer_one_leaves_nothing_of_the_longer(tmp_path, monkeypatch):
@@ -284,6 +287,17 @@ def test_a_module_stack_is_found_beside_the_script_python_runs_and_refused_befor
     project.mkdir()
     (project / "stack_beside_the_script.py").write_text("")
     marker = tmp_path / "ran"
+    (project / "tool.sh").write_text(f"#!/bin/sh\ntouch {marker}\n")
+    os.chmod(project / "tool.sh", 0o755)
+    not_python = run_cli("explain", "--quiet", "--stack", "stack_beside_the_script", "--", str(project / "tool.sh"),
+                         cwd=tmp_path)
+    assert not_python.returncode == 2 and not marker.exists()  # a shell script's folder is no Python's path
+    (project / "self.py").write_text(f"#!{sys.executable}\nopen({str(marker)!r}, 'w').close()\n")
+    os.chmod(project / "self.py", 0o755)
+    itself = run_cli("explain", "--quiet", "--stack", "stack_beside_the_script", "--", str(project / "self.py"),
+                     cwd=tmp_path)
+    assert itself.returncode == 0 and marker.exists(), itself.stderr  # a .py that runs itself: its folder
+    marker.unlink()
     for name in ("prog.py", "prog"):  # Python runs a script of any name; its folder comes first
         (project / name).write_text(f"open({str(marker)!r}, 'w').close()\n")
         found = run_cli("explain", "--quiet", "--stack", "stack_beside_the_script", "--",
@@ -377,3 +391,17 @@ def test_a_process_without_its_hello_and_one_that_lost_or_dropped_records_are_sa
 def test_a_without_stack_write_of_unknown_place_names_no_stack():
     assert runner.imported_stack([[{"record": "event", "kind": "write", "where": None},
                                    {"record": "event", "kind": "delete", "where": {"file": None}}]]) is None
+
+
+def test_running_the_program_leaves_explains_signal_mask_as_it_found_it():
+    import signal
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    ran = runner.run_program([sys.executable, "-c", "import time; time.sleep(1.2)"], dict(os.environ))
+    assert ran.returncode == 0 and ran.interrupted is None and ran.seconds >= 1.2
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
+
+
+def test_without_stack_the_document_names_the_built_in_stack_the_program_imported(tmp_path):
+    document, result = explain(tmp_path, "import flagos_doctor.demo\n")
+    assert result.returncode == 0, result.stderr
+    assert document["stack"] == "demo"

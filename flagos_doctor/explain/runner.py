@@ -431,7 +431,7 @@ def add_process(document: dict, records: list[dict], program_pid: int, options: 
              "argv": hello.get("argv"), "finished": any(r.get("record") == "done" for r in records),
              "dropped": {}, "lost": None}
     for record in records:
-        if record.get("record") == "dropped" and isinstance(record.get("events"), dict):
+        if record.get("record") == "dropped":  # its events a dict: validate.record
             entry["dropped"] = record["events"]
         elif record.get("record") == "lost":
             entry["lost"] = {"error": record.get("error"), "records": record.get("records")}
