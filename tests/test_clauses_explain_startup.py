@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 from conftest import REPO_ROOT, run_cli
-from flagos_doctor.explain import CONFIG_VAR, startup
+from flagos_doctor.explain import CONFIG_VAR
 from flagos_doctor.explain.runner import SITECUSTOMIZE
 
 
@@ -108,9 +108,11 @@ def test_the_shadowed_sitecustomize_runs_and_a_broken_one_is_said_as_site_says_i
     user_site = tmp_path / "user-site"
     user_site.mkdir()
     env = {"PYTHONPATH": str(user_site)}
-    (user_site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = 'yes'\n")
-    document, result = explained(tmp_path, "import os\nprint(os.environ.get('USER_SITE_RAN'))\n", env=env)
-    assert result.returncode == 0 and result.stdout == "yes\n", result.stderr
+    (user_site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = 'yes'\nMARK = 'user'\n")
+    program = "import os, sitecustomize\nprint(os.environ.get('USER_SITE_RAN'), getattr(sitecustomize, 'MARK', None))\n"
+    document, result = explained(tmp_path, program, env=env)
+    # the program's `import sitecustomize` is the user's module, as it is unwatched
+    assert result.returncode == 0 and result.stdout == "yes user\n" == unwatched(tmp_path, env=env).stdout, result.stderr
     (user_site / "sitecustomize.py").write_text("raise RuntimeError('user site broke')\n")
     document, result = explained(tmp_path, "print('still runs')\n", env=env)
     plain = unwatched(tmp_path, env=env)
@@ -145,3 +147,22 @@ def test_without_the_variable_the_hook_only_chains(tmp_path):
     result = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=120)
     assert result.stdout == "True True True\n", result.stderr
     assert set(os.listdir(tmp_path)) == {"hook", "user-site", "package"}  # no side-channel file was made
+
+
+def test_a_scripts_frames_are_named_from_its_own_folder_and_a_c_program_is_watched_too(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (tmp_path / "knobs.py").write_text("flag = 0\n")
+    (project / "helper.py").write_text("def fail():\n    raise ValueError('from the helper')\n")
+    (project / "prog.py").write_text("import helper\nhelper.fail()\n")
+    out = tmp_path / "why.json"
+    result = run_cli("explain", "--quiet", "--json", str(out), "--", sys.executable, "project/prog.py", cwd=tmp_path)
+    (failure,) = json.loads(out.read_text())["failures"]
+    assert result.returncode == 1 and [f["file"] for f in failure["traceback"]] == ["prog.py", "helper.py"]
+    # -c: the working folder is the program's; its writes are seen as for a script
+    result = run_cli("explain", "--quiet", "--watch", "knobs.flag", "--json", str(out), "--",
+                     sys.executable, "-c", "import knobs\nknobs.flag = 2\nraise KeyError(2)", cwd=tmp_path)
+    document = json.loads(out.read_text())
+    assert result.returncode == 1 and "could not be installed" not in result.stderr
+    assert [(e["kind"], e["value"]["repr"], e["where"]["file"]) for e in document["events"]] == [("write", "2", "<string>")]
+    assert document["failures"][0]["error"] == "KeyError: 2"
