@@ -568,7 +568,7 @@ def compile_steps(src: str, python: str, facts: dict, jobs: int, accelerator: st
                 steps.append(regenerate_bindings(src, python, log))
         if release >= (2, 13):
             steps.append(apply_kineto_patch(src))
-        with step(f"compiling torch_fl's C++ sources ({jobs} jobs)", "about 7 min on 2 cores", log_path):
+        with step(f"compiling torch_fl's C++ sources ({jobs} jobs)", "3 to 7 min on 2 cores", log_path):
             steps += compile_in_place(src, python, facts, jobs, accelerator, log)
     return steps
 

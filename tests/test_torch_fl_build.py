@@ -233,7 +233,7 @@ def test_each_step_is_said_with_its_usual_time_and_a_failed_compile_names_its_lo
     assert done.returncode == 1 and done.stdout == ""
     said = done.stderr.splitlines()
     assert said[0].startswith("torch_fl_build: building torch_fl from ")
-    assert said[1] == "torch_fl_build: compiling torch_fl's C++ sources (3 jobs) (usually about 7 min on 2 cores)"
+    assert said[1] == "torch_fl_build: compiling torch_fl's C++ sources (3 jobs) (usually 3 to 7 min on 2 cores)"
     assert said[-1].startswith("torch_fl_build: build failed: setup.py build_ext exited with 1 (log: ")
 
 
