@@ -153,12 +153,13 @@ def test_a_scripts_frames_are_named_from_its_own_folder_and_a_c_program_is_watch
     project = tmp_path / "project"
     project.mkdir()
     (tmp_path / "knobs.py").write_text("flag = 0\n")
-    (project / "helper.py").write_text("def fail():\n    raise ValueError('from the helper')\n")
-    (project / "prog.py").write_text("import helper\nhelper.fail()\n")
+    (project / "lib").mkdir()  # a namespace package: no __init__.py to find a root by
+    (project / "lib" / "helper.py").write_text("def fail():\n    raise ValueError('from the helper')\n")
+    (project / "prog.py").write_text("from lib import helper\nhelper.fail()\n")
     out = tmp_path / "why.json"
     result = run_cli("explain", "--quiet", "--json", str(out), "--", sys.executable, "project/prog.py", cwd=tmp_path)
     (failure,) = json.loads(out.read_text())["failures"]
-    assert result.returncode == 1 and [f["file"] for f in failure["traceback"]] == ["prog.py", "helper.py"]
+    assert result.returncode == 1 and [f["file"] for f in failure["traceback"]] == ["prog.py", "lib/helper.py"]
     # -c: the working folder is the program's; its writes are seen as for a script
     result = run_cli("explain", "--quiet", "--watch", "knobs.flag", "--json", str(out), "--",
                      sys.executable, "-c", "import knobs\nknobs.flag = 2\nraise KeyError(2)", cwd=tmp_path)
