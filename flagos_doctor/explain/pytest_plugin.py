@@ -50,10 +50,10 @@ def pytest_runtest_makereport(item, call):
         try:
             if call.excinfo is not None:
                 watch.failure("test", call.excinfo.value, call.excinfo.tb, test=item.nodeid, when=report.when, **worker)
-            else:
-                said = report.longreprtext.strip().splitlines()  # pytest's text ("" when none)
-                watch.tracer.emit({"record": "failure", "kind": "test", "error": said[0] if said else "failed",
-                                   "type": None, "traceback": [], "test": item.nodeid, "when": report.when, **worker})
+            else:  # failed without raising (a strict xfail's pass): pytest's words ("" when none)
+                said = report.longreprtext.strip().splitlines()
+                watch.failure("test", None, None, said[0] if said else "failed", test=item.nodeid,
+                              when=report.when, **worker)
         except Exception:
             pass
     if report.when == "call" or not report.passed:

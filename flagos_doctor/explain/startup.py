@@ -144,10 +144,15 @@ class Watch:
         except Exception:
             pass
 
-    def failure(self, kind: str, exc: BaseException, tb, **more) -> None:
-        """Send one failure with its traceback (frames of the probe's own code left out)."""
+    def failure(self, kind: str, exc: BaseException | None, tb, error: str | None = None, **more) -> None:
+        """Send one failure with its traceback (frames of the probe's own code left out); one
+        that raised nothing (a strict xfail's pass) is ``error``'s words, without type or frames."""
         from flagos_doctor.probe.child import cause_chain, error_text
 
+        if exc is None:
+            self.tracer.emit({"record": "failure", "kind": kind, "error": error, "type": None, "traceback": [],
+                              **more})
+            return
         tracer = self.tracer
         busy, tracer.busy = tracer.busy, True  # our own looks are not the program's reads
         try:
