@@ -528,11 +528,18 @@ class Pool:
             if slot in self._prestarted:
                 continue
             with self._live_lock:
-                self._running += 1
-            thread = threading.Thread(target=self._prestarted_slot, args=(slot,), daemon=True)
+                thread = self._slot_thread(self._prestarted_slot, slot)
             self._prestarted[slot] = thread
-            self._threads.append(thread)
             thread.start()
+
+    def _slot_thread(self, target, *args, name: str | None = None) -> threading.Thread:
+        """A slot's thread, not yet started, already counted among the running slots (a slot
+        still starting its first worker is one: :meth:`_worth_replacing`); the caller holds
+        ``_live_lock``."""
+        self._running += 1
+        thread = threading.Thread(target=target, args=args, daemon=True, name=name)
+        self._threads.append(thread)
+        return thread
 
     def _prestarted_slot(self, slot: int) -> None:
         try:
@@ -569,9 +576,7 @@ class Pool:
             if slot in self._prestarted:
                 continue
             with self._live_lock:
-                self._running += 1
-            thread = threading.Thread(target=self._slot, args=(slot, first if slot == 0 else None), daemon=True)
-            self._threads.append(thread)
+                thread = self._slot_thread(self._slot, slot, first if slot == 0 else None)
             thread.start()
         self._tasks_ready.set()
         return len(set(range(count)) | set(self._prestarted))
@@ -607,9 +612,7 @@ class Pool:
                 return
             slot = self._slots_started
             self._slots_started += 1
-            self._running += 1
-            thread = threading.Thread(target=self._slot, args=(slot, None), daemon=True, name="flagos-stream")
-            self._threads.append(thread)
+            thread = self._slot_thread(self._slot, slot, None, name="flagos-stream")
         thread.start()
 
     def slots(self) -> int:
