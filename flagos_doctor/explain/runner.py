@@ -69,14 +69,22 @@ def check_stack(stack: str | None, python: str, argv: list[str]) -> None:
     """Refuse ``--stack`` as probe does (:func:`flagos_doctor.stacks.check`), looking where the
     program will: its script's folder too (``sys.path[0]``)."""
     env = dict(os.environ)
-    # The file Python runs as its script (any name: ``python tool``, not only ``.py``), or a
-    # ``.py`` that runs itself: its folder is what Python puts first.
-    script = argv[1] if argv[0] == python and len(argv) > 1 and os.path.isfile(argv[1]) else \
-        argv[0] if argv[0].endswith(".py") and os.path.isfile(argv[0]) else None
+    script = script_of(argv, python)
     if script:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(os.path.abspath(script)),
                                                         env.get("PYTHONPATH")) if p)
     stacks.check(stack, python, env)
+
+
+def script_of(argv: list[str], python: str) -> str | None:
+    """The file Python runs as its script, whose folder it puts first on ``sys.path``: the
+    first argument of ``--python`` when it is a file (any name: ``python tool``, not only
+    ``.py``), or a ``.py`` that runs itself; None for ``-c``, ``-m`` or another program."""
+    if argv[0] == python and len(argv) > 1 and os.path.isfile(argv[1]):
+        return argv[1]
+    if argv[0].endswith(".py") and os.path.isfile(argv[0]):
+        return argv[0]
+    return None
 
 
 def is_pytest(argv: list[str]) -> bool:
