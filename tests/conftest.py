@@ -110,6 +110,20 @@ def run_cli(*args, env=None, cwd=None, timeout=600, input=None):
     )
 
 
+def explain_knobs(folder, program: str, *options, env=None):
+    """``explain --watch knobs.flag --json`` of ``program``, written as ``prog.py`` in ``folder``
+    beside a ``knobs.py`` (``flag = 0``): a module attribute as the watched probe, so no stack
+    is imported; (its document, the CompletedProcess)."""
+    import json
+
+    (folder / "knobs.py").write_text("flag = 0\n")
+    (folder / "prog.py").write_text(program)
+    out = folder / "why.json"
+    result = run_cli("explain", "--quiet", "--watch", "knobs.flag", "--json", str(out), *options, "--",
+                     sys.executable, "prog.py", cwd=folder, env=env)
+    return json.loads(out.read_text()), result
+
+
 @pytest.fixture
 def cli():
     return run_cli

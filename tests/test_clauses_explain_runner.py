@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import run_cli
+from conftest import explain_knobs, run_cli
 from flagos_doctor.errors import BadInput
 from flagos_doctor.explain import CONFIG_VAR, runner, startup
 from flagos_doctor.explain.runner import (interrupted_notice, is_pytest, read_processes, read_records,
@@ -184,14 +184,6 @@ def test_the_interruption_notice_says_who_sent_it_and_who_got_it():
         {"signal": "SIGINT", "from": "the terminal", "forwarded_to": 0})
 
 
-def explain(folder, program: str, *more) -> tuple[dict, object]:
-    (folder / "knobs.py").write_text("flag = 0\n")
-    (folder / "prog.py").write_text(program)
-    result = run_cli("explain", "--quiet", "--watch", "knobs.flag", "--json", str(folder / "why.json"), *more,
-                     "--", sys.executable, "prog.py", cwd=folder)
-    return json.loads((folder / "why.json").read_text()), result
-
-
 def test_failures_are_numbered_across_processes_each_naming_its_process_and_role(tmp_path):
     child = "import knobs\\nknobs.flag = 6\\ndef f():\\n    knobs.flag = 7\\nf()\\nraise KeyError(1)"
     program = ("import json, knobs, os, subprocess, sys\n"
@@ -200,7 +192,7 @@ def test_failures_are_numbered_across_processes_each_naming_its_process_and_role
                "subprocess.run([sys.executable, '-c', 'raise IndexError(2)'])\n"
                "knobs.flag = 3\n"
                "try:\n    {}['key']\nexcept KeyError as exc:\n    raise ValueError(3) from exc\n")
-    document, result = explain(tmp_path, program)
+    document, result = explain_knobs(tmp_path, program)
     assert result.returncode == 1
     assert result.stdout == "0o700\n"  # the records' folder: the user's alone
     program_pid = document["program"]["pid"]
@@ -230,15 +222,15 @@ def test_a_secret_inside_a_longer_one_leaves_nothing_of_the_longer(tmp_path, mon
 
 
 def test_a_program_ending_non_zero_without_an_exception_is_one_exit_failure(tmp_path):
-    document, result = explain(tmp_path, "import os\nos.kill(os.getpid(), 9)\n")
+    document, result = explain_knobs(tmp_path, "import os\nos.kill(os.getpid(), 9)\n")
     assert result.returncode == 137
     assert [(f["id"], f["kind"], f["error"]) for f in document["failures"]] == [
         (1, "exit", "the program was killed by SIGKILL")]
     assert any("without running its exit hooks" in n for n in document["notices"])
-    document, result = explain(tmp_path, "import sys\nsys.exit(4)\n")
+    document, result = explain_knobs(tmp_path, "import sys\nsys.exit(4)\n")
     assert result.returncode == 4 and [f["kind"] for f in document["failures"]] == ["exit"]
     assert not any("exit hooks" in n for n in document["notices"])
-    document, result = explain(tmp_path, "pass\n")
+    document, result = explain_knobs(tmp_path, "pass\n")
     assert result.returncode == 0 and document["failures"] == [] and document["tests"] is None
 
 
@@ -256,12 +248,8 @@ def test_events_past_a_processes_cap_are_said_with_who_made_them(tmp_path):
     program = ("import knobs, subprocess, sys\n"
                "for i in range(5):\n    knobs.flag = i\n"
                "subprocess.run([sys.executable, '-c', 'import knobs\\nfor i in range(4): knobs.flag = i'])\n")
-    (tmp_path / "knobs.py").write_text("flag = 0\n")
-    (tmp_path / "prog.py").write_text(program)
-    result = run_cli("explain", "--quiet", "--watch", "knobs.flag", "--json", str(tmp_path / "why.json"), "--",
-                     sys.executable, "prog.py", cwd=tmp_path, env={"FLAGOS_DOCTOR_EXPLAIN_MAX_EVENTS": "2",
-                                                                    "PYTHONPATH": str(tmp_path)})
-    document = json.loads((tmp_path / "why.json").read_text())
+    document, result = explain_knobs(tmp_path, program, env={"FLAGOS_DOCTOR_EXPLAIN_MAX_EVENTS": "2",
+                                                             "PYTHONPATH": str(tmp_path)})
     assert result.returncode == 0, result.stderr
     said = [n for n in document["notices"] if "more events than the watch keeps" in n]
     assert said[0].startswith("the program made more events than the watch keeps (2 of each kind): 3 writes")
@@ -402,6 +390,6 @@ def test_running_the_program_leaves_explains_signal_mask_as_it_found_it():
 
 
 def test_without_stack_the_document_names_the_built_in_stack_the_program_imported(tmp_path):
-    document, result = explain(tmp_path, "import flagos_doctor.demo\n")
+    document, result = explain_knobs(tmp_path, "import flagos_doctor.demo\n")
     assert result.returncode == 0, result.stderr
     assert document["stack"] == "demo"

@@ -14,18 +14,9 @@ import os
 import subprocess
 import sys
 
-from conftest import REPO_ROOT, run_cli
+from conftest import REPO_ROOT, explain_knobs, run_cli
 from flagos_doctor.explain import CONFIG_VAR
 from flagos_doctor.explain.runner import SITECUSTOMIZE
-
-
-def explained(folder, program: str, *options, env=None) -> tuple[dict, subprocess.CompletedProcess]:
-    (folder / "knobs.py").write_text("flag = 0\n")
-    (folder / "prog.py").write_text(program)
-    out = folder / "why.json"
-    result = run_cli("explain", "--quiet", "--watch", "knobs.flag", "--json", str(out), *options, "--",
-                     sys.executable, "prog.py", cwd=folder, env=env)
-    return json.loads(out.read_text()), result
 
 
 def unwatched(folder, env=None) -> subprocess.CompletedProcess:
@@ -36,7 +27,7 @@ def unwatched(folder, env=None) -> subprocess.CompletedProcess:
 
 
 def test_the_watch_sees_the_programs_first_line_and_sends_each_probes_final_state_at_exit(tmp_path):
-    document, result = explained(tmp_path, "import knobs\nknobs.flag = 1\nknobs.flag = 'last'\n")
+    document, result = explain_knobs(tmp_path, "import knobs\nknobs.flag = 1\nknobs.flag = 'last'\n")
     assert result.returncode == 0, result.stderr
     writes = [(e["kind"], e["step"], e["value"]["repr"]) for e in document["events"] if e["probe"] == "knobs.flag"]
     assert writes == [("write", "program", "1"), ("write", "program", "'last'")]
@@ -51,7 +42,7 @@ def test_an_uncaught_exception_is_a_failure_and_the_program_prints_its_traceback
                "def outer():\n    try:\n        inner()\n    except KeyError as exc:\n"
                "        raise RuntimeError('outer') from exc\n"
                "outer()\n")
-    document, result = explained(tmp_path, program)
+    document, result = explain_knobs(tmp_path, program)
     plain = unwatched(tmp_path)
     assert result.returncode == plain.returncode == 1
     assert result.stderr == plain.stderr and result.stdout == plain.stdout  # none of our frames in it
@@ -66,7 +57,7 @@ def test_an_uncaught_exception_is_a_failure_and_the_program_prints_its_traceback
 def test_an_exception_that_cannot_be_printed_is_still_the_failure(tmp_path):
     program = ("class Unprintable(Exception):\n    def __str__(self):\n        raise RuntimeError('no str')\n"
                "raise Unprintable()\n")
-    document, result = explained(tmp_path, program)
+    document, result = explain_knobs(tmp_path, program)
     plain = unwatched(tmp_path)
     assert result.returncode == plain.returncode == 1 and result.stderr == plain.stderr
     (failure,) = document["failures"]
@@ -76,7 +67,7 @@ def test_an_exception_that_cannot_be_printed_is_still_the_failure(tmp_path):
 def test_a_deep_stack_keeps_its_outermost_ten_and_innermost_110_frames(tmp_path):
     program = ("import sys\nsys.setrecursionlimit(5000)\ndef down(n):\n    if n == 0:\n        raise ValueError('bottom')\n"
                "    down(n - 1)\ndown(300)\n")
-    document, _ = explained(tmp_path, program)
+    document, _ = explain_knobs(tmp_path, program)
     (failure,) = document["failures"]
     frames = failure["traceback"]
     assert len(frames) == 120  # docs/explain.md
@@ -87,18 +78,18 @@ def test_a_deep_stack_keeps_its_outermost_ten_and_innermost_110_frames(tmp_path)
 
 def test_a_frames_code_is_its_line_to_200_characters_and_importlibs_frames_are_left_out(tmp_path):
     (tmp_path / "broken_module.py").write_text("x = 1\nraise ImportError('broken at import: ' + 'y' * 300)\n")
-    document, _ = explained(tmp_path, "import broken_module\n")
+    document, _ = explain_knobs(tmp_path, "import broken_module\n")
     (failure,) = document["failures"]
     assert [(f["file"], f["line"]) for f in failure["traceback"]] == [("prog.py", 1), ("broken_module.py", 2)]
     assert failure["traceback"][-1]["code"] == "raise ImportError('broken at import: ' + 'y' * 300)"
     long_line = "raise ValueError(" + " + ".join(["'abcdefgh'"] * 30) + ")"  # over 300 characters
-    document, _ = explained(tmp_path, long_line + "\n")
+    document, _ = explain_knobs(tmp_path, long_line + "\n")
     (failure,) = document["failures"]
     assert failure["traceback"][-1]["code"] == long_line[:200]
 
 
 def test_each_process_keeps_5000_events_of_a_kind_and_counts_the_rest(tmp_path):
-    document, result = explained(tmp_path, "import knobs\nfor i in range(5003):\n    knobs.flag = i\n")
+    document, result = explain_knobs(tmp_path, "import knobs\nfor i in range(5003):\n    knobs.flag = i\n")
     assert result.returncode == 0, result.stderr
     assert len([e for e in document["events"] if e["kind"] == "write"]) == 5000  # docs/explain.md
     assert document["processes"][0]["dropped"] == {"write": 3}
@@ -110,11 +101,11 @@ def test_the_shadowed_sitecustomize_runs_and_a_broken_one_is_said_as_site_says_i
     env = {"PYTHONPATH": str(user_site)}
     (user_site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = 'yes'\nMARK = 'user'\n")
     program = "import os, sitecustomize\nprint(os.environ.get('USER_SITE_RAN'), getattr(sitecustomize, 'MARK', None))\n"
-    document, result = explained(tmp_path, program, env=env)
+    document, result = explain_knobs(tmp_path, program, env=env)
     # the program's `import sitecustomize` is the user's module, as it is unwatched
     assert result.returncode == 0 and result.stdout == "yes user\n" == unwatched(tmp_path, env=env).stdout, result.stderr
     (user_site / "sitecustomize.py").write_text("raise RuntimeError('user site broke')\n")
-    document, result = explained(tmp_path, "print('still runs')\n", env=env)
+    document, result = explain_knobs(tmp_path, "print('still runs')\n", env=env)
     plain = unwatched(tmp_path, env=env)
     assert plain.stderr == "Error in sitecustomize; set PYTHONVERBOSE for traceback:\nRuntimeError: user site broke\n"
     # flagos-doctor's own Python starts under the same PYTHONPATH and says it first; then the program
@@ -123,7 +114,7 @@ def test_the_shadowed_sitecustomize_runs_and_a_broken_one_is_said_as_site_says_i
 
 def test_the_records_never_reach_the_programs_streams(tmp_path):
     program = "import knobs, sys\nknobs.flag = 1\nprint('out')\nprint('err', file=sys.stderr)\n"
-    document, result = explained(tmp_path, program)
+    document, result = explain_knobs(tmp_path, program)
     assert (result.stdout, result.stderr) == ("out\n", "err\n")
     assert [e["kind"] for e in document["events"]] == ["write"]
 
