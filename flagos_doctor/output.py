@@ -105,7 +105,9 @@ def plain(document: dict, width: int = 120, **options) -> str:
 
 def as_written(document: dict) -> dict:
     """``document`` as its ``--json`` file holds it (key order, types), for the other views."""
-    return json.loads(files.dump_json(document))
+    # dump_json's keys and values without its indent: Python's C encoder encodes only
+    # unindented text, several times faster (3,000 failures' document: 2.5 s -> 0.4 s)
+    return json.loads(json.dumps(document, sort_keys=True, ensure_ascii=False))
 
 
 def page(max_chars: int, json_path: str | None, how: str) -> dict:

@@ -216,11 +216,12 @@ def read_records(data: bytes, name: str) -> list[dict]:
     name = name if name.isprintable() and len(name) < 100 else excerpt(name)  # a name the program planted
     for number, line in enumerate(data.split(b"\n"), start=1):
         try:
-            value = json.loads(line)
+            text = line.decode("utf-8")  # torn inside a character: skipped, as a torn line is
+            value = json.loads(text)
         except (ValueError, RecursionError):
             continue
         where = f"explain's side-channel file {name}, line {number}"
-        files.refuse_lone_surrogates(value, where)
+        files.refuse_lone_surrogates(value, where, text)  # the text: a line without such an escape is not walked
         records.append(validate.record(value, where))
     return records
 

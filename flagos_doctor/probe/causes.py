@@ -60,6 +60,7 @@ compiler's entry point) calls many things that did not fail.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from flagos_doctor.probe.finding import skipped_words
@@ -320,14 +321,19 @@ def _uses(frame: dict, write: dict) -> str | None:
     if stock and frame.get("file") == stock["file"] and _name(frame.get("function")) == stock["function"]:
         return f"ran stock {write['name']}"
     code = frame.get("code") or ""
-    parts = write["name"].split(".")
-    if write.get("method"):
-        pattern = rf"\.{re.escape(parts[-1])}\("
-    else:
-        pattern = rf"\b{re.escape('.'.join(parts[-2:]))}\b"
-    if code and re.search(pattern, code):
+    if code and _use_of(write["name"], bool(write.get("method"))).search(code):
         return f"used {write['name']} (`{code.strip()[:120]}`)"
     return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _use_of(name: str, method: bool) -> "re.Pattern":
+    """What a line that uses probe ``name`` says: ``.attr(`` for a method, else its last two
+    parts as a name (cached: each failure's frames are matched against the same writes)."""
+    parts = name.split(".")
+    if method:
+        return re.compile(rf"\.{re.escape(parts[-1])}\(")
+    return re.compile(rf"\b{re.escape('.'.join(parts[-2:]))}\b")
 
 
 def _symptom(frames: list[dict], writes: list[dict]) -> tuple[dict, dict, str, str] | None:
