@@ -65,6 +65,19 @@ def test_without_a_usable_value_it_is_the_cores_this_process_may_use(monkeypatch
         assert compile_pool.threads() == cores, unusable
 
 
+def test_where_the_affinity_cannot_be_read_it_is_the_cpu_count_and_at_least_one(monkeypatch):
+    monkeypatch.delenv(VAR, raising=False)
+    monkeypatch.delattr(os, "sched_getaffinity")  # not Linux
+    monkeypatch.setattr(os, "cpu_count", lambda: 5)
+    assert compile_pool.threads() == 5
+    monkeypatch.setattr(os, "cpu_count", lambda: None)  # os.cpu_count's "undetermined"
+    assert compile_pool.threads() == 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: (_ for _ in ()).throw(OSError("no affinity here")),
+                        raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    assert compile_pool.threads() == 3
+
+
 # -- install() ---------------------------------------------------------------------------------
 
 def test_install_wraps_the_autotuner_once_and_says_how_many_children(real_triton, monkeypatch):
@@ -386,6 +399,33 @@ def test_no_more_children_than_configurations(tmp_path, monkeypatch):
     compiled = compile_pool.compile_ahead(tuner, (), {}, [triton.Config({"BLOCK": b}) for b in (16, 32)], 8)
     with open(log) as handle:
         assert compiled == 2 and len({json.loads(line)["pid"] for line in handle}) == 2
+
+
+class TerminatedKernel(RecordingKernel):
+    """BLOCK 16's compilation gets SIGTERM (a survey stopping its workers' process group)."""
+
+    def run(self, *args, **kwargs):
+        if kwargs.get("BLOCK") == 16:
+            os.kill(os.getpid(), signal.SIGTERM)
+        super().run(*args, **kwargs)
+
+
+def test_a_child_dies_of_a_signal_as_a_plain_process_does_not_by_the_workers_handler(tmp_path, monkeypatch):
+    log = str(tmp_path / "compiled.log")
+    handled = tmp_path / "handled"
+
+    def workers_handler(signum, frame):  # the worker's own (it flushes its records): never in a child
+        handled.write_text(str(os.getpid()))
+    previous = signal.signal(signal.SIGTERM, workers_handler)
+    try:
+        monkeypatch.setattr(driver, "_active", FixtureDriver(os.getpid()))
+        tuner = types.SimpleNamespace(fn=TerminatedKernel(log), nargs=None)
+        compiled = compile_pool.compile_ahead(tuner, (), {}, [triton.Config({"BLOCK": b}) for b in (16, 32)], 2)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert compiled == 1 and not handled.exists()
+    with open(log) as handle:
+        assert [json.loads(line)["kwargs"]["BLOCK"] for line in handle] == [32]
 
 
 def fork(then) -> int:

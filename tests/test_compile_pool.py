@@ -3,7 +3,7 @@
 Real Triton compilations for an sm_90 target (no GPU needed to compile) through a real
 ``Autotuner``: a fixture driver stands in for the device (it names the target and device 0
 and has no launcher, so every launch fails after its compilation, as on a machine without
-the GPU), and Triton's stage-inspection hook makes each compilation's TTIR stage sleep and
+the GPU; asked for the target in a forked child, it fails: the children are told it), and Triton's stage-inspection hook makes each compilation's TTIR stage sleep and
 write when it ran and in which process. The same script runs with the pool and without it
 (``FLAGOS_DOCTOR_COMPILE_THREADS=1``): the same configurations compiled once each, timed in
 the same order, the same one chosen; with the pool they compile in forked children whose
@@ -36,8 +36,11 @@ from flagos_doctor.survey.child import compile_pool
 
 folder = sys.argv[1]
 
+PARENT = os.getpid()
 class FixtureDriver:  # the device's part of a driver: which target, which device; no launcher
-    def get_current_target(self):
+    def get_current_target(self):  # asked once a kernel, where its binder is made: never in a forked child
+        if os.getpid() != PARENT:
+            raise RuntimeError("a forked child asked the device for its target")
         return GPUTarget("cuda", 90, 32)
     def get_current_device(self):
         return getattr(self._local, "device", 0)
@@ -150,8 +153,11 @@ pooled = compile_pool.install()  # as the worker does: before the stack's first 
 hopper_mm = importlib.import_module("flag_gems.runtime.backend._nvidia.hopper.ops.mm")
 bmm = importlib.import_module("flag_gems.ops.bmm")
 
+PARENT = os.getpid()
 class FixtureDriver:  # the device's part of a driver: which target, which device; no launcher
-    def get_current_target(self):
+    def get_current_target(self):  # asked once a kernel, where its binder is made: never in a forked child
+        if os.getpid() != PARENT:
+            raise RuntimeError("a forked child asked the device for its target")
         return GPUTarget("cuda", 90, 32)
     def get_current_device(self):
         return 0
