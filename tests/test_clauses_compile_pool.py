@@ -212,8 +212,8 @@ def test_the_listener_counts_the_tuned_kernels_compilations_inside_its_bench_eac
     triton.knobs.compilation.listener = lambda **kwargs: heard.append(kwargs["metadata"].get("name"))
     compile_pool.install()
 
-    def compiled(name, hit=False):
-        triton.knobs.compilation.listener(src=None, metadata={"name": name} if name else {}, cache_hit=hit)
+    def compiled(name, hit=False, src=None):
+        triton.knobs.compilation.listener(src=src, metadata={"name": name} if name else {}, cache_hit=hit)
 
     outer, inner = Tuner("outer_kernel"), Tuner("inner_kernel")
 
@@ -225,6 +225,8 @@ def test_the_listener_counts_the_tuned_kernels_compilations_inside_its_bench_eac
             real_triton._bench(inner, config="i")
             compiled("outer_kernel", hit=True)
             compiled(None)
+            compiled(None, src=types.SimpleNamespace(name="fill_kernel"))  # named by its source only
+            compiled(None, src=types.SimpleNamespace(name="outer_kernel"), hit=True)
         else:
             compiled("inner_kernel", hit=True)
     monkeypatch.setattr(compile_pool, "_timing", types.SimpleNamespace())
@@ -233,9 +235,9 @@ def test_the_listener_counts_the_tuned_kernels_compilations_inside_its_bench_eac
     outer._flagos_pruned = ["o"]
     wrapped(outer, config="o")
     by_kernel = {entry["kernel"]: entry for entry in entries}
-    assert (by_kernel["outer_kernel"]["worker_compiled"], by_kernel["outer_kernel"]["cache_hits"]) == (2, 1)
+    assert (by_kernel["outer_kernel"]["worker_compiled"], by_kernel["outer_kernel"]["cache_hits"]) == (2, 2)
     assert (by_kernel["inner_kernel"]["worker_compiled"], by_kernel["inner_kernel"]["cache_hits"]) == (0, 1)
-    assert heard == ["outer_kernel", "fill_kernel", "inner_kernel", "outer_kernel", None]
+    assert heard == ["outer_kernel", "fill_kernel", "inner_kernel", "outer_kernel", None, None, None]
     compiled("outer_kernel")  # outside any _bench: nobody's
     assert by_kernel["outer_kernel"]["worker_compiled"] == 2
 
@@ -298,6 +300,8 @@ def test_a_plain_autotuner_times_every_configuration():
 def test_a_libtuner_skips_a_configuration_whose_timing_its_database_holds():
     tuner = LibTunerShape(timed_already={"c1"})
     assert [compile_pool._will_time(tuner, c, {"n": 8, "BLOCK": 4}) for c in ("c0", "c1")] == [True, False]
+    # the key's arguments from the launch's (nargs) when the meta does not hold them
+    assert compile_pool._will_time(tuner, "c1", {"BLOCK": 4}) is False
     # under another key (the meta's n wins over the launch's) it holds no timing
     assert compile_pool._will_time(tuner, "c1", {"n": 16}) is True
 
