@@ -167,6 +167,13 @@ def test_the_first_bench_of_an_autotuning_opens_its_entry_and_each_bench_is_coun
     assert entries[1] == autotuning("add_one", configurations=1, timed=1) and entries[0]["timed"] == 3
 
 
+def test_an_autotuning_without_a_named_kernel_is_named_by_its_tuners_class(entries, monkeypatch):
+    spy_on_compile_ahead(monkeypatch, compiled=0)
+    tuner = types.SimpleNamespace(_flagos_pruned=["a"], nargs=None)
+    compile_pool._compiling_first(lambda tuner, *args, config, **meta: None, 1)(tuner, config="a")
+    assert entries[0]["kernel"] == "SimpleNamespace"
+
+
 @pytest.mark.parametrize("count, configs, pooled", [(2, 3, True), (4, 2, True), (1, 3, False), (4, 1, False)])
 def test_the_configurations_compile_ahead_only_with_more_than_one_child_and_configuration(
         entries, monkeypatch, count, configs, pooled):
@@ -304,6 +311,12 @@ def test_a_libtuner_skips_a_configuration_whose_timing_its_database_holds():
     assert compile_pool._will_time(tuner, "c1", {"BLOCK": 4}) is False
     # under another key (the meta's n wins over the launch's) it holds no timing
     assert compile_pool._will_time(tuner, "c1", {"n": 16}) is True
+
+
+def test_a_libtuner_not_yet_handed_its_arguments_keys_by_the_meta():
+    tuner = LibTunerShape(timed_already={"c1"})
+    tuner.nargs = None
+    assert compile_pool._will_time(tuner, "c1", {"n": 8}) is False
 
 
 def test_a_libtuner_whose_database_cannot_be_read_times_as_before():
