@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 import types
@@ -25,6 +26,7 @@ import triton
 import triton.runtime.autotuner as autotuner
 from triton.runtime import driver
 
+from conftest import REPO_ROOT
 from flagos_doctor.survey.child import compile_pool
 
 VAR = compile_pool.THREADS_VAR
@@ -54,6 +56,13 @@ def test_the_variable_sets_how_many_children_and_one_turns_the_pool_off(monkeypa
     assert compile_pool.threads() == 3
     monkeypatch.setenv(VAR, " 1 ")
     assert compile_pool.threads() == 1
+
+
+def test_the_cores_are_this_processs_own_not_the_machines():
+    one_core = subprocess.run(["taskset", "-c", "0", sys.executable, "-c",
+                               "from flagos_doctor.survey.child import compile_pool; print(compile_pool.threads())"],
+                              capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=REPO_ROOT), timeout=60)
+    assert one_core.stdout.strip() == "1", one_core.stderr
 
 
 def test_without_a_usable_value_it_is_the_cores_this_process_may_use(monkeypatch):
@@ -216,7 +225,7 @@ def test_the_listener_counts_the_tuned_kernels_compilations_inside_its_bench_eac
     and the outer one's count resumes after it; the listener before ours still hears all."""
     monkeypatch.setenv(VAR, "1")
     heard = []
-    triton.knobs.compilation.listener = lambda **kwargs: heard.append(kwargs["metadata"].get("name"))
+    triton.knobs.compilation.listener = lambda **kwargs: heard.append((kwargs["metadata"] or {}).get("name"))
     compile_pool.install()
 
     def compiled(name, hit=False, src=None):
@@ -234,6 +243,8 @@ def test_the_listener_counts_the_tuned_kernels_compilations_inside_its_bench_eac
             compiled(None)
             compiled(None, src=types.SimpleNamespace(name="fill_kernel"))  # named by its source only
             compiled(None, src=types.SimpleNamespace(name="outer_kernel"), hit=True)
+            triton.knobs.compilation.listener(src=types.SimpleNamespace(name="outer_kernel"), metadata=None,
+                                              cache_hit=True)  # no metadata at all: named by its source
         else:
             compiled("inner_kernel", hit=True)
     monkeypatch.setattr(compile_pool, "_timing", types.SimpleNamespace())
@@ -242,9 +253,9 @@ def test_the_listener_counts_the_tuned_kernels_compilations_inside_its_bench_eac
     outer._flagos_pruned = ["o"]
     wrapped(outer, config="o")
     by_kernel = {entry["kernel"]: entry for entry in entries}
-    assert (by_kernel["outer_kernel"]["worker_compiled"], by_kernel["outer_kernel"]["cache_hits"]) == (2, 2)
+    assert (by_kernel["outer_kernel"]["worker_compiled"], by_kernel["outer_kernel"]["cache_hits"]) == (2, 3)
     assert (by_kernel["inner_kernel"]["worker_compiled"], by_kernel["inner_kernel"]["cache_hits"]) == (0, 1)
-    assert heard == ["outer_kernel", "fill_kernel", "inner_kernel", "outer_kernel", None, None, None]
+    assert heard == ["outer_kernel", "fill_kernel", "inner_kernel", "outer_kernel", None, None, None, None]
     compiled("outer_kernel")  # outside any _bench: nobody's
     assert by_kernel["outer_kernel"]["worker_compiled"] == 2
 
@@ -411,9 +422,10 @@ def test_the_children_compile_each_configuration_once_after_its_pre_hook_and_nev
 
 def test_no_more_children_than_configurations(tmp_path, monkeypatch):
     log = str(tmp_path / "compiled.log")
-    tuner = types.SimpleNamespace(fn=RecordingKernel(log), nargs=None)
+    tuner = types.SimpleNamespace(fn=RecordingKernel(log), nargs=None)  # a tuner not yet handed its arguments
     monkeypatch.setattr(driver, "_active", FixtureDriver(os.getpid()))
-    compiled = compile_pool.compile_ahead(tuner, (), {}, [triton.Config({"BLOCK": b}) for b in (16, 32)], 8)
+    configs = [triton.Config({"BLOCK": 16}, pre_hook=lambda nargs: None), triton.Config({"BLOCK": 32})]
+    compiled = compile_pool.compile_ahead(tuner, (), {}, configs, 8)
     with open(log) as handle:
         assert compiled == 2 and len({json.loads(line)["pid"] for line in handle}) == 2
 
@@ -443,6 +455,13 @@ def test_a_child_dies_of_a_signal_as_a_plain_process_does_not_by_the_workers_han
     assert compiled == 1 and not handled.exists()
     with open(log) as handle:
         assert [json.loads(line)["kwargs"]["BLOCK"] for line in handle] == [32]
+
+
+def test_a_child_says_at_most_255_compiled_an_exit_codes_most(tmp_path, monkeypatch):
+    tuner = types.SimpleNamespace(fn=RecordingKernel(str(tmp_path / "compiled.log")), nargs=None)
+    monkeypatch.setattr(driver, "_active", FixtureDriver(os.getpid()))
+    configs = [triton.Config({"BLOCK": 16, "N": n}) for n in range(300)]
+    assert compile_pool.compile_ahead(tuner, (), {}, configs, 1) == 255
 
 
 def fork(then) -> int:
