@@ -464,6 +464,52 @@ def test_a_child_says_at_most_255_compiled_an_exit_codes_most(tmp_path, monkeypa
     assert compile_pool.compile_ahead(tuner, (), {}, configs, 1) == 255
 
 
+FORK_IN_A_THREADED_PROCESS = """
+import threading, time, types
+threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+from flagos_doctor.survey.child import compile_pool
+class Kernel:
+    def run(self, *args, **kwargs):
+        pass
+class Config:
+    pre_hook = None
+    def all_kwargs(self):
+        return {"BLOCK": 16}
+print(compile_pool.compile_ahead(types.SimpleNamespace(fn=Kernel(), nargs=None), (), {}, [Config(), Config()], 2))
+"""
+
+#: Triton's driver where the survey worker has one, for an interpreter without Triton
+TRITON_DRIVER = """
+class Active:
+    def get_current_device(self):
+        return 0
+    def get_current_stream(self, device=None):
+        return 0
+class Driver:
+    active = Active()
+driver = Driver()
+"""
+
+
+def test_the_forks_beside_the_workers_threads_warn_nothing_under_python_3_12(tmp_path):
+    """A survey worker has threads (its channel, its watchdog); from Python 3.12 a fork beside
+    them warns (a DeprecationWarning, shown where warnings are on: ``-W``, ``PYTHONWARNINGS``,
+    ``-X dev``): the pool's own forks say nothing."""
+    from conftest import find_python
+
+    python = find_python("3.12")
+    assert python, "no Python 3.12 (scripts/run-tests installs it)"
+    runtime = tmp_path / "triton" / "runtime"
+    runtime.mkdir(parents=True)
+    (tmp_path / "triton" / "__init__.py").write_text("")
+    (runtime / "__init__.py").write_text(TRITON_DRIVER)
+    done = subprocess.run([python, "-W", "always::DeprecationWarning", "-c", FORK_IN_A_THREADED_PROCESS],
+                          capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join([REPO_ROOT, str(tmp_path)])))
+    assert done.returncode == 0 and done.stdout.strip() == "2", done.stderr[-2000:]
+    assert "DeprecationWarning" not in done.stderr, done.stderr[-2000:]
+
+
 def fork(then) -> int:
     """A real child of this process that runs ``then()`` and leaves with its return value."""
     pid = os.fork()
