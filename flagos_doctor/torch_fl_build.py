@@ -643,8 +643,10 @@ def result_line(folder: str, record: dict, reused: bool) -> str:
     else:
         what = f"source digest {source['digest'][:12]} (no commit recorded)"
     verb = "found built" if reused else "built"
+    # the folder's own import path, not the record's: a cache moved or restored elsewhere
+    # (a copied HOME, CI's cache) still records where it was built
     return (f"torch_fl {what} (torch {record['torch']}, Python {record['python']}) {verb} in {folder}: "
-            f"PYTHONPATH={record['import_path']}")
+            f"PYTHONPATH={import_path(folder)}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,7 @@ the recipe's steps, on real git checkouts and tarballs; the real build itself (m
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from conftest import REPO_ROOT, TORCH_FL_TARBALL, real_torch_fl
 from flagos_doctor.compare.build import announced_import_path
 from flagos_doctor.errors import BadInput
 from flagos_doctor.torch_fl_build import (
-    apply_kineto_patch, build_key, check_import, fix_nvrtc_cache, resolve_source, tarball_commit,
+    RECORD_NAME, apply_kineto_patch, build_key, check_import, fix_nvrtc_cache, resolve_source, tarball_commit,
 )
 
 FACTS = {"python": "3.11.7", "torch": "2.13.0+cpu"}
@@ -151,6 +152,25 @@ def test_the_real_build_is_found_again_without_building():
     assert line.endswith(f": PYTHONPATH={site}")
     assert announced_import_path(f"compiling...\n{line}\n") == site
     assert "building" not in done.stderr
+
+
+def test_a_build_found_in_a_cache_moved_elsewhere_is_imported_from_where_it_is_now(tmp_path):
+    """A cache copied to another HOME (or restored by CI to another path) keeps the record
+    written where it was built: the line names the folder it was found in (it named the old
+    one, gone or not)."""
+    site = real_torch_fl()
+    built = os.path.dirname(site)
+    moved = tmp_path / "cache" / "torch_fl" / os.path.basename(built)
+    (moved / "src" / "torch_fl").mkdir(parents=True)
+    with open(os.path.join(built, "src", "torch_fl", RECORD_NAME), encoding="utf-8") as handle:
+        record = json.load(handle)
+    assert record["import_path"] == site  # written where it was built
+    (moved / "src" / "torch_fl" / RECORD_NAME).write_text(json.dumps(record))
+    done = subprocess.run([sys.executable, "-m", "flagos_doctor.torch_fl_build", "--cache", str(tmp_path / "cache"),
+                           TORCH_FL_TARBALL], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    assert f" found built in {moved}: PYTHONPATH={moved / 'site'}" in line and line.endswith(str(moved / "site"))
 
 
 def test_a_build_command_line_names_its_import_path(tmp_path):
