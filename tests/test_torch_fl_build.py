@@ -164,7 +164,6 @@ def test_a_build_found_in_a_cache_moved_elsewhere_is_imported_from_where_it_is_n
     (moved / "src" / "torch_fl").mkdir(parents=True)
     with open(os.path.join(built, "src", "torch_fl", RECORD_NAME), encoding="utf-8") as handle:
         record = json.load(handle)
-    assert record["import_path"] == site  # written where it was built
     (moved / "src" / "torch_fl" / RECORD_NAME).write_text(json.dumps(record))
     done = subprocess.run([sys.executable, "-m", "flagos_doctor.torch_fl_build", "--cache", str(tmp_path / "cache"),
                            TORCH_FL_TARBALL], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
