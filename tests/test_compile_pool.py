@@ -3,8 +3,9 @@
 Real Triton compilations for an sm_90 target (no GPU needed to compile) through a real
 ``Autotuner``: a fixture driver stands in for the device (it names the target and device 0
 and has no launcher, so every launch fails after its compilation, as on a machine without
-the GPU; asked for the target in a forked child, it fails: the children are told it), and Triton's stage-inspection hook makes each compilation's TTIR stage sleep and
-write when it ran and in which process. The same script runs with the pool and without it
+the GPU; asked for the target in a forked child, it fails: the children are told it), and
+Triton's stage-inspection hook makes each compilation's TTIR stage sleep and write when it
+ran and in which process. The same script runs with the pool and without it
 (``FLAGOS_DOCTOR_COMPILE_THREADS=1``): the same configurations compiled once each, timed in
 the same order, the same one chosen; with the pool they compile in forked children whose
 compilations overlap in time, and the worker loads each from Triton's cache.
