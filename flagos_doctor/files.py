@@ -228,9 +228,10 @@ def write_stdout(text: str, option: str, commands: bool = False, scrub: bool = T
         raise BadInput(f"cannot write to stdout: {exc.strerror or exc}", option) from None
 
 
-def dump_json(document: dict) -> str:
-    """The canonical text of a document: sorted keys, two-space indent, final newline."""
-    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+def dump_json(document: dict, indent: int | None = 2) -> str:
+    """The canonical text of a document: sorted keys, two-space indent (``indent=None``: on
+    one line, which Python's C encoder writes several times faster), final newline."""
+    return json.dumps(document, indent=indent, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def write_json(path: str | os.PathLike, document: dict) -> None:
