@@ -27,15 +27,12 @@ import sys
 
 from conftest import REPO_ROOT
 
-SCRIPT = r"""
-import json, os, sys, threading, time
-import triton, triton.language as tl
+#: Both scripts' stand-in for the device's part of Triton's driver (which target, which device;
+#: no launcher), made the active driver where the script puts it.
+FIXTURE_DRIVER = r"""
+import os, threading
 from triton.backends.compiler import GPUTarget
 from triton.runtime import driver
-from triton.runtime.jit import MockTensor
-from flagos_doctor.survey.child import compile_pool
-
-folder = sys.argv[1]
 
 PARENT = os.getpid()
 class FixtureDriver:  # the device's part of a driver: which target, which device; no launcher
@@ -52,6 +49,16 @@ class FixtureDriver:  # the device's part of a driver: which target, which devic
     _local = threading.local()
 
 driver.set_active(FixtureDriver())
+"""
+
+SCRIPT = r"""
+import json, os, sys, time
+import triton, triton.language as tl
+from triton.runtime.jit import MockTensor
+from flagos_doctor.survey.child import compile_pool
+
+folder = sys.argv[1]
+""" + FIXTURE_DRIVER + r"""
 def slow_stages(*args):  # log (in a file: the compiling processes are forked), sleep, lower as usual
     if not args:
         return "slow", "slow"
@@ -144,8 +151,6 @@ FLAG_GEMS_SCRIPT = r"""
 import importlib, json, os, sys, time, warnings
 warnings.simplefilter("ignore")  # flag_gems on a machine without a GPU warns at import
 import torch, triton, triton.language as tl
-from triton.backends.compiler import GPUTarget
-from triton.runtime import driver
 from triton.tools.tensor_descriptor import TensorDescriptor
 from flagos_doctor.survey.child import compile_pool
 
@@ -153,21 +158,7 @@ folder, count = sys.argv[1], int(sys.argv[2])
 pooled = compile_pool.install()  # as the worker does: before the stack's first autotuning
 hopper_mm = importlib.import_module("flag_gems.runtime.backend._nvidia.hopper.ops.mm")
 bmm = importlib.import_module("flag_gems.ops.bmm")
-
-PARENT = os.getpid()
-class FixtureDriver:  # the device's part of a driver: which target, which device; no launcher
-    def get_current_target(self):  # asked once a kernel, where its binder is made: never in a forked child
-        if os.getpid() != PARENT:
-            raise RuntimeError("a forked child asked the device for its target")
-        return GPUTarget("cuda", 90, 32)
-    def get_current_device(self):
-        return 0
-    def set_current_device(self, device):
-        pass
-    def get_current_stream(self, device=None):
-        return 0
-
-driver.set_active(FixtureDriver())
+""" + FIXTURE_DRIVER + r"""
 previous = triton.knobs.compilation.listener  # the pool's own count: kept, as the worker keeps it
 def listener(**kw):  # every compilation and cache load, in whichever process (forked children too)
     with open(os.path.join(folder, "compilations.log"), "a") as handle:
