@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import glob
 import importlib.util
 import os
@@ -65,12 +66,28 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # the user's (~/.local/share/flagos-doctor/results), nor another xdist worker's, so no test
 # reads what another test, in another order or process, left there.
 TEST_STORE_PREFIX = "flagos-doctor-test-store-"
+#: The pid of the pytest that made the run's first store: its xdist workers are its children.
+TEST_RUN_VAR = "FLAGOS_DOCTOR_TEST_RUN"
+
+
+#: The store came from the run: this is one of its xdist workers, or a pytest a test started.
+_INHERITED = os.path.basename(os.environ.get("FLAGOS_DOCTOR_STORE", "")).startswith(TEST_STORE_PREFIX)
 #: This is a pytest a test started (explain's fixtures under tests/fixtures load this file
 #: too): it keeps the store it inherited (a write of a FLAGOS_ variable is an event explain
-#: records), and says no progress of its own.
-NESTED = os.path.basename(os.environ.get("FLAGOS_DOCTOR_STORE", "")).startswith(TEST_STORE_PREFIX)
+#: records), says no progress of its own and keeps its files' order. An xdist worker of the
+#: run inherits the run's store too, but is not nested: the run started it.
+NESTED = _INHERITED and not (os.environ.get("PYTEST_XDIST_WORKER")
+                             and os.environ.get(TEST_RUN_VAR) == str(os.getppid()))
 if not NESTED:
+    if not _INHERITED:  # the run itself, not one of its workers
+        os.environ[TEST_RUN_VAR] = str(os.getpid())
     os.environ["FLAGOS_DOCTOR_STORE"] = tempfile.mkdtemp(prefix=TEST_STORE_PREFIX)
+
+    def _remove_store(store=os.environ["FLAGOS_DOCTOR_STORE"], pid=os.getpid()):
+        if os.getpid() == pid:  # not in a fork of this process that exits through atexit
+            shutil.rmtree(store, ignore_errors=True)
+
+    atexit.register(_remove_store)
     # The fixture stacks (module stacks, which say nothing of their imports) import torch
     # first, as the demo does: their survey workers are forked after it, as a user's may be
     # (survey/forkserver.py). torch_fl keeps spawning (its own choice); the spawned path is
@@ -360,12 +377,15 @@ class _HeartbeatHooks:
 FILE_SECONDS = "flagos-doctor/file-seconds"
 
 
-#: Before any run here (a fresh clone: no cache) the files slowest in a full run on two
-#: cores, in seconds, so they still start first. An order only: a stale figure costs time.
-SLOW_FILES = {"tests/test_explain_chains.py": 370, "tests/test_survey.py": 250, "tests/test_compile_pool.py": 40,
-              "tests/test_doc_blocks.py": 175, "tests/test_survey_speed.py": 175, "tests/test_survey_noise.py": 155,
-              "tests/test_torch_fl_real.py": 120, "tests/test_hardening2.py": 115, "tests/test_hardening.py": 115,
-              "tests/test_survey_truth.py": 105, "tests/test_explain.py": 95}
+#: Before any run here (a fresh clone: no cache) the files slowest in a full run, in seconds
+#: on one of three workers on two cores, so they still start first. An order only: a stale
+#: figure costs time, not a result.
+SLOW_FILES = {"tests/test_explain_chains.py": 260, "tests/test_survey.py": 130, "tests/test_survey_speed.py": 120,
+              "tests/test_survey_noise.py": 115, "tests/test_doc_blocks.py": 75, "tests/test_explain.py": 65,
+              "tests/test_hardening.py": 65, "tests/test_hardening2.py": 60, "tests/test_forkserver.py": 60,
+              "tests/test_survey_truth.py": 55, "tests/test_torch_fl_real.py": 55, "tests/test_compile_pool.py": 50,
+              "tests/test_probe.py": 50, "tests/test_replay_side_by_side.py": 40, "tests/test_ci_harden.py": 40,
+              "tests/test_reports.py": 40, "tests/test_bindings.py": 35, "tests/test_suite_compare.py": 35}
 
 
 def pytest_collection_modifyitems(config, items):
