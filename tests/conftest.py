@@ -25,6 +25,9 @@ FAULT_ENV = {
     "GEMS_VENDOR": "nvidia",
     "FLAGGEMS_DB_URL": f"sqlite:///{tempfile.gettempdir()}/flagos-doctor-fault-{os.getpid()}.db",
 }
+#: For surveys of the fault stack that select neither of its flag_gems-bound ops (log1p,
+#: expm1): its workers skip flag_gems' import (tests/fixtures/faultstack.py's setup).
+FAULT_ENV_WITHOUT_GEMS = {**FAULT_ENV, "FAULTSTACK_GEMS": "0"}
 CONFS = os.path.join(SHARED, "torch-fl-confs")
 #: Two committed H200 surveys of one conf at torch_fl 5c9d6f4 and ceb4821: compared in that
 #: order four overloads are fixed, the other way round four regress.

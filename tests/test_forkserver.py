@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from conftest import FAULT_ENV, FIXTURES, checkout_first, run_cli
+from conftest import FAULT_ENV, FAULT_ENV_WITHOUT_GEMS, FIXTURES, checkout_first, run_cli
 from flagos_doctor.results import model
 
 FAULT_CONF = os.path.join(FIXTURES, "fault.conf")
@@ -43,9 +43,9 @@ def test_the_fault_stacks_crashes_hang_and_sticky_error_are_recorded_alike_forke
     # after torch, =0 spawns them.
     args = ("--stack", "faultstack", "--conf", FAULT_CONF, "--ops", FATAL, "--timeout", "3", "--workers", "2",
             "--repeats", "1")
-    forked, forked_census, done = survey(tmp_path, "forked", *args, fork="torch", env=FAULT_ENV)
+    forked, forked_census, done = survey(tmp_path, "forked", *args, fork="torch", env=FAULT_ENV_WITHOUT_GEMS)
     assert done.returncode == 1, done.stderr
-    spawned, spawned_census, _ = survey(tmp_path, "spawned", *args, fork="0", env=FAULT_ENV)
+    spawned, spawned_census, _ = survey(tmp_path, "spawned", *args, fork="0", env=FAULT_ENV_WITHOUT_GEMS)
     assert forked_census == spawned_census
     assert births(forked)["spawned"] == 0 and births(forked)["preloaded"] == ["torch"]
     assert births(forked)["forked"] >= 4  # two, then a replacement for each worker a case ended

@@ -20,7 +20,7 @@ import sys
 
 import pytest
 
-from conftest import FAULT_ENV, FIXTURES, REPO_ROOT, run_cli, small_tmpfs, unmount
+from conftest import FAULT_ENV_WITHOUT_GEMS, FIXTURES, REPO_ROOT, run_cli, small_tmpfs, unmount
 from flagos_doctor import crashlog, lock, redact
 
 FAULT_CONF = os.path.join(FIXTURES, "fault.conf")
@@ -472,11 +472,11 @@ def test_help_in_a_file_is_whole(tmp_path):
 
 def test_a_finished_survey_runs_nothing_and_crashes_exit_1(tmp_path):
     args = ("survey", "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,trunc", "--no-store", "-o", "r.json")
-    done = run_cli(*args, env=FAULT_ENV, cwd=str(tmp_path), timeout=300)
+    done = run_cli(*args, env=FAULT_ENV_WITHOUT_GEMS, cwd=str(tmp_path), timeout=300)
     assert done.returncode == 1, done.stderr
     assert "crashed or timed out (trunc/1d-f32" in done.stderr
     before = (tmp_path / "r.json").read_bytes()
-    again = run_cli(*args, env=FAULT_ENV, cwd=str(tmp_path), timeout=300)
+    again = run_cli(*args, env=FAULT_ENV_WITHOUT_GEMS, cwd=str(tmp_path), timeout=300)
     assert again.returncode == 1 and "nothing run" in again.stderr
     assert "workers:" not in again.stderr  # no worker was started to be sized
     assert (tmp_path / "r.json").read_bytes() == before

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import FAULT_ENV, FIXTURES, REPO_ROOT, run_cli
+from conftest import FAULT_ENV, FAULT_ENV_WITHOUT_GEMS, FIXTURES, REPO_ROOT, run_cli
 from flagos_doctor.results import census, comparable, model, verdicts
 
 FAULT_CONF = os.path.join(FIXTURES, "fault.conf")
@@ -174,14 +174,14 @@ def test_fault_stack_every_status_and_verdict(fault_run):
 
 def test_pending_then_resume_to_complete(tmp_path):
     first = survey(tmp_path, "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,no_such_op",
-                   "--no-store", "-q", "-o", "f.json", env=FAULT_ENV)
+                   "--no-store", "-q", "-o", "f.json", env=FAULT_ENV_WITHOUT_GEMS)
     assert first.returncode == 0, first.stderr
     doc = load(tmp_path / "f.json")
     assert not doc["complete"]
     assert doc["summary"]["verdicts"][model.PENDING] == 11  # the 13 routes of fault.conf but abs, no_such_op
     assert doc["overloads"]["abs"]["verdict"] == model.STRICT and doc["overloads"]["floor"]["verdict"] == model.PENDING
     second = survey(tmp_path, "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,floor",
-                    "--no-store", "-q", "-o", "f.json", env=FAULT_ENV)
+                    "--no-store", "-q", "-o", "f.json", env=FAULT_ENV_WITHOUT_GEMS)
     assert second.returncode == 0, second.stderr
     doc2 = load(tmp_path / "f.json")
     assert doc2["overloads"]["abs"] == doc["overloads"]["abs"]  # not run again
@@ -225,7 +225,7 @@ def test_sigterm_ends_the_survey_like_ctrl_c_and_keeps_what_was_recorded(tmp_pat
     cmd = [sys.executable, "-m", "flagos_doctor", "survey", "--stack", "faultstack", "--conf", FAULT_CONF,
            "--ops", "abs,sinh", "--workers", "1",  # one worker: sinh's cases in order, the third in flight
            "--timeout", "120", "--no-store", "-q", "-o", "t.json"]
-    env = dict(os.environ, **FAULT_ENV)
+    env = dict(os.environ, **FAULT_ENV_WITHOUT_GEMS)
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     journal = tmp_path / "t.json.journal"
     deadline = time.monotonic() + 120
@@ -254,7 +254,7 @@ def test_pooled_workers_share_one_overloads_cases(tmp_path):
     # about the main phase's tasks (tests/test_survey_noise.py has the confirmation's).
     quiet = ("--repeats", "0", "--baseline", "none")
     done = survey(tmp_path, "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "sinh,abs", "--workers", "2",
-                  "--timeout", "10", "--no-store", "-q", "-o", "s.json", *quiet, env=FAULT_ENV)
+                  "--timeout", "10", "--no-store", "-q", "-o", "s.json", *quiet, env=FAULT_ENV_WITHOUT_GEMS)
     assert done.returncode == 1, done.stderr  # sinh's TIMEOUT
     doc = load(tmp_path / "s.json")
     cases = {case["profile"]: case["status"] for case in doc["overloads"]["sinh"]["cases"]}
@@ -263,7 +263,8 @@ def test_pooled_workers_share_one_overloads_cases(tmp_path):
     assert doc["provenance"]["runs"][0]["tasks"] == "cases"
     # --tasks overloads: one worker has all of sinh; after the hang a replacement runs the rest.
     done = survey(tmp_path, "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "sinh,abs", "--workers", "2",
-                  "--tasks", "overloads", "--timeout", "10", "--no-store", "-q", "-o", "o.json", *quiet, env=FAULT_ENV)
+                  "--tasks", "overloads", "--timeout", "10", "--no-store", "-q", "-o", "o.json", *quiet,
+                  env=FAULT_ENV_WITHOUT_GEMS)
     assert done.returncode == 1, done.stderr
     whole = load(tmp_path / "o.json")
     assert outcomes(whole) == outcomes(doc)

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import FAULT_ENV, FIXTURES, REPO_ROOT, run_cli, wrapped_python
+from conftest import FAULT_ENV, FAULT_ENV_WITHOUT_GEMS, FIXTURES, REPO_ROOT, run_cli, wrapped_python
 from flagos_doctor.survey import history
 from flagos_doctor.survey.schedule import Schedule
 
@@ -198,7 +198,7 @@ def test_census_of_the_default_schedule_equals_the_per_overload_reference(tmp_pa
     # The main phase's schedule only: confirmation runs the same in either (its own census
     # test: test_survey_truth.test_confirmation_passes_at_once_give_the_census_of_passes_in_turn).
     ops = "abs,erf,floor,ceil,trunc,frac,cosh,no_such_op,is_nonzero"
-    env = FAULT_ENV
+    env = FAULT_ENV_WITHOUT_GEMS
     common = ("survey", "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", ops, "--timeout", "30", "--no-store", "-q",
               "--repeats", "0", "--baseline", "none")
     pooled = run_cli(*common, "--workers", "2", "-o", "p.json", "--census", "p.census", env=env, cwd=str(tmp_path))
