@@ -2,20 +2,25 @@
 a program is pytest, what the child is told, how the side-channel files are read (a torn
 line, a record of another shape, a planted entry), who each watched process was, how each
 test's outcome and each failure are numbered and attributed, the notices an interrupted,
-unwatched or unfinished run gets, and which stack the program imported. The pure parts are
-called directly; the rest runs real programs (no stack imported: ``--watch knobs.flag``).
-The signals' forwarding is tests/test_explain_signals.py, planted entries
-tests/test_explain_records.py. scripts/mutation runs these first."""
+unwatched or unfinished run gets, which stack the program imported, the process tree a
+signal is passed on to and which signals are. The pure parts are called directly; the rest
+runs real programs (no stack imported: ``--watch knobs.flag``), the signals in a session of
+their own. Through the CLI: the signals' forwarding is tests/test_explain_signals.py, planted
+entries tests/test_explain_records.py. scripts/mutation runs these first."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
+import subprocess
 import sys
+import tempfile
 
 import pytest
 
-from conftest import explain_knobs, run_cli
+from conftest import checkout_first, explain_knobs, run_cli
 from flagos_doctor.errors import BadInput
 from flagos_doctor.explain import CONFIG_VAR, runner, startup
 from flagos_doctor.explain.runner import (interrupted_notice, is_pytest, read_processes, read_records,
@@ -70,6 +75,20 @@ def test_a_path_runs_itself_a_plain_py_file_runs_under_the_interpreter(tmp_path)
         with pytest.raises(BadInput) as info:
             resolve_command(argv, "/p/python")
         assert info.value.where == "CMD" and says in str(info.value)
+
+
+def test_the_script_python_runs_is_its_first_argument_when_a_file_or_a_py_that_runs_itself(tmp_path):
+    script_of = runner.script_of
+    data = tmp_path / "data.txt"
+    data.write_text("")
+    tool = executable(tmp_path / "tool.sh")
+    itself = executable(tmp_path / "self.py", f"#!{sys.executable}\n")
+    assert script_of(["/p/python", str(data), "x"], "/p/python") == str(data)  # any name
+    assert script_of([itself, str(data)], "/p/python") == itself
+    for argv in (["/p/python"], ["/p/python", "-c", "pass", str(data)], ["/p/python", "-m", "tool", str(data)],
+                 ["/p/python", str(tmp_path / "gone.py")], [tool, str(data)], ["/q/python", str(data)],
+                 [str(tmp_path / "gone.py"), str(data)]):
+        assert script_of(argv, "/p/python") is None, argv
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -182,6 +201,191 @@ def test_the_interruption_notice_says_who_sent_it_and_who_got_it():
         {"signal": "SIGTERM", "from": "pid 1", "forwarded_to": 2})
     assert "the program got it from the terminal too" in interrupted_notice(
         {"signal": "SIGINT", "from": "the terminal", "forwarded_to": 0})
+
+
+def test_a_watch_files_probes_join_the_watched_ones_once_each_and_its_env_is_told(tmp_path, monkeypatch):
+    monkeypatch.delenv("FLAGOS_DOCTOR_EXPLAIN_MAX_EVENTS", raising=False)
+    listed = tmp_path / "watch.yaml"
+    listed.write_text("probes: [knobs.flag, os.sep]\nenv: [MY_FLAG, GEMS_*]\n")
+    config = runner.child_config(options(watch=["knobs.flag"], watch_file=str(listed)), "/c")
+    assert (config["probes"], config["env"]) == (["knobs.flag", "os.sep"], ["MY_FLAG", "GEMS_*"])
+
+
+def test_the_process_tree_is_the_pid_then_its_descendants_and_a_signal_reaches_each(monkeypatch):
+    shell = subprocess.Popen(["/bin/sh", "-c", "sleep 60 & echo $!; wait"], stdout=subprocess.PIPE, text=True)
+    try:
+        sleeper = int(shell.stdout.readline())  # said once the shell has started it
+        assert runner.process_tree(shell.pid) == [shell.pid, sleeper]
+        mine = runner.process_tree(os.getpid())
+        assert mine[0] == os.getpid() and mine.index(shell.pid) < mine.index(sleeper)
+        assert runner.forward(shell.pid, 0) == 2  # signal 0: both there, none harmed
+        with monkeypatch.context() as patched:  # a process gone between the listing and its stat is no one's child
+            real = os.listdir
+            patched.setattr(os, "listdir", lambda p: [str(shell.pid), str(sleeper), "999999999"] if p == "/proc" else real(p))
+            assert runner.process_tree(shell.pid) == [shell.pid, sleeper]
+
+        def no_proc(path):
+            raise PermissionError(13, "Permission denied", path)
+        with monkeypatch.context() as patched:  # without /proc: the pid alone
+            patched.setattr(os, "listdir", no_proc)
+            assert runner.process_tree(shell.pid) == [shell.pid]
+        assert runner.forward(shell.pid, signal.SIGTERM) == 2
+        assert shell.wait(timeout=60) == -signal.SIGTERM
+    finally:
+        shell.kill()
+        shell.wait()
+        shell.stdout.close()
+
+
+#: Run by test_a_signal_from_a_process_is_passed_on_and_ctrl_c_at_the_terminal_is_not, as a
+#: session of its own (a signal to pytest itself could reach one of its other threads): a
+#: program that has explain sent SIGTERM then SIGINT (each passed on: it waits for both), then
+#: one that types Ctrl-C on the terminal explain and it share (it gets it once, from there).
+SIGNALLED = r'''
+import fcntl, json, os, pty, sys, termios
+from flagos_doctor.explain import runner
+TWICE = """
+import os, signal
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM, signal.SIGINT])
+os.kill(os.getppid(), signal.SIGTERM)
+got = [signal.sigtimedwait([signal.SIGTERM], 30)]
+os.kill(os.getppid(), signal.SIGINT)
+got.append(signal.sigtimedwait([signal.SIGINT], 30))
+raise SystemExit(3 if all(got) else 4)
+"""
+ran = runner.run_program([sys.executable, "-c", TWICE], dict(os.environ))
+out = {"kill": [ran.returncode, ran.pid, ran.interrupted]}
+leader, follower = pty.openpty()
+fcntl.ioctl(follower, termios.TIOCSCTTY, 0)
+os.dup2(leader, 0)
+CTRL_C = """
+import os, signal
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+os.write(0, b"\\x03")
+raise SystemExit(5 if signal.sigtimedwait([signal.SIGINT], 30) else 6)
+"""
+ran = runner.run_program([sys.executable, "-c", CTRL_C], dict(os.environ))
+out["terminal"] = [ran.returncode, ran.interrupted]
+print(json.dumps(out))
+'''
+
+
+def test_a_signal_from_a_process_is_passed_on_and_ctrl_c_at_the_terminal_is_not():
+    done = subprocess.run([sys.executable, "-c", SIGNALLED], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, start_new_session=True,
+                          env=dict(os.environ, PYTHONPATH=checkout_first(os.environ.get("PYTHONPATH"))))
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    returncode, pid, interrupted = out["kill"]
+    # both reached the program (it exits 3 only then); the first is the interruption said
+    assert returncode == 3 and interrupted == {"signal": "SIGTERM", "from": f"pid {pid}", "forwarded_to": 1}
+    assert out["terminal"] == [5, {"signal": "SIGINT", "from": "the terminal", "forwarded_to": 0}]
+
+
+#: Run by the test below, as a session of its own: a SIGTERM to explain that arrives as the
+#: program ends (sent here between the program's end and poll() seeing it) is drained with
+#: the program's other signals, never delivered to explain once the mask is put back.
+AS_IT_ENDS = r'''
+import json, os, signal, subprocess, sys
+from flagos_doctor.explain import runner
+real_poll = subprocess.Popen.poll
+def poll(self):
+    code = real_poll(self)
+    if code is not None:
+        os.kill(os.getpid(), signal.SIGTERM)  # blocked while the program runs: pending
+    return code
+subprocess.Popen.poll = poll
+ran = runner.run_program([sys.executable, "-c", "raise SystemExit(7)"], dict(os.environ))
+print(json.dumps([ran.returncode, ran.interrupted]))
+'''
+
+
+def test_a_signal_arriving_as_the_program_ends_is_drained_not_delivered_to_explain():
+    done = subprocess.run([sys.executable, "-c", AS_IT_ENDS], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, start_new_session=True,
+                          env=dict(os.environ, PYTHONPATH=checkout_first(os.environ.get("PYTHONPATH"))))
+    assert done.returncode == 0, (done.returncode, done.stderr)  # -15: the SIGTERM reached explain
+    assert json.loads(done.stdout) == [7, None]
+
+
+@pytest.fixture
+def known_mask():
+    """A mask set here (one signal blocked that explain never waits for), the test's own mask
+    put back after: one an earlier test's run left behind would be taken as the mask found."""
+    mine = {signal.SIGUSR1}
+    found = signal.pthread_sigmask(signal.SIG_SETMASK, mine)
+    yield mine
+    signal.pthread_sigmask(signal.SIG_SETMASK, found)
+
+
+def test_a_program_that_cannot_start_is_bad_input_and_the_signal_mask_is_restored(tmp_path, known_mask):
+    with pytest.raises(BadInput) as info:
+        runner.run_program([str(tmp_path / "gone"), "x"], dict(os.environ))
+    assert (info.value.message, info.value.where) == (f"cannot start {tmp_path / 'gone'}: No such file or directory", "CMD")
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == known_mask
+
+
+def test_a_planted_link_folder_or_socket_is_said_by_its_kind_and_never_read(tmp_path, monkeypatch):
+    record = {"record": "test", "nodeid": "t::a", "when": "call", "outcome": "passed"}
+    (tmp_path / "1.jsonl").write_text(json.dumps(record) + "\n")
+    os.symlink("1.jsonl", tmp_path / "2.jsonl")
+    (tmp_path / "3.jsonl").mkdir()
+    monkeypatch.chdir(tmp_path)  # bound by a relative name: a socket's path is short whatever tmp_path is
+    with socket.socket(socket.AF_UNIX) as planted:
+        planted.bind("4.jsonl")
+        before = len(os.listdir("/proc/self/fd"))
+        processes, notices = read_processes(str(tmp_path))
+        assert len(os.listdir("/proc/self/fd")) == before
+    assert processes == [[record]]
+    assert notices == [f"explain's side-channel folder held '{n}', {why}: not written by the watch, and not read"
+                       for n, why in (("2.jsonl", "a symbolic link"), ("3.jsonl", "a directory"),
+                                      ("4.jsonl", "unreadable (No such device or address)"))]
+
+
+def test_a_temp_folder_is_full_without_room_for_a_record_and_one_that_cannot_be_asked_is_not(tmp_path, monkeypatch):
+    assert runner.temp_full(str(tmp_path / "gone")) is False
+    for blocks, full in ((0, True), (1, True), (1 << 18, False)):  # of 4 KiB: none, one, a GiB
+        with monkeypatch.context() as patched:
+            patched.setattr(os, "statvfs", lambda folder: os.statvfs_result((4096, 4096, 1 << 20, blocks, blocks,
+                                                                             1000, 10, 10, 0, 255)))
+            assert runner.temp_full(str(tmp_path)) is full
+
+
+def test_a_scratch_folder_that_cannot_be_written_is_bad_input_naming_it(monkeypatch):
+    real = os.mkdir
+
+    def no_room(path, *mode):
+        if os.path.basename(path) == "hook":
+            raise OSError(28, "No space left on device")
+        real(path, *mode)
+    monkeypatch.setattr(os, "mkdir", no_room)
+    with pytest.raises(BadInput) as info:
+        runner.run_explain(options())
+    assert info.value.message == "cannot write explain's scratch folder: No space left on device"
+    assert os.path.basename(info.value.where).startswith("flagos-doctor-explain-")
+
+
+def test_an_interruption_then_a_full_temp_folder_are_the_first_notices_and_neither_is_said_without_it(
+        tmp_path, monkeypatch):
+    # explain's interruption and a full temp folder given here: run_program's and temp_full's
+    # own clauses are the tests above
+    interrupted = {"signal": "SIGTERM", "from": "pid 412", "forwarded_to": 1}
+    real, full = runner.run_program, []
+    monkeypatch.setattr(runner, "run_program",
+                        lambda argv, env: real(argv, env)._replace(interrupted=interrupted if full else None))
+    monkeypatch.setattr(runner, "temp_full", lambda folder: bool(full))
+    monkeypatch.chdir(tmp_path)
+    plant = "import json, os; os.mkfifo(json.loads(os.environ['FLAGOS_DOCTOR_EXPLAIN'])['channel'] + '/0.jsonl')"
+    planted = "explain's side-channel folder held '0.jsonl', a FIFO: not written by the watch, and not read"
+    document = runner.run_explain(options(command=["python", "-c", plant]))
+    assert "interrupted" not in document["program"] and document["notices"] == [planted]
+    full.append(True)
+    document = runner.run_explain(options(command=["python", "-c", plant]))
+    assert document["program"]["interrupted"] == interrupted
+    assert document["notices"] == [
+        interrupted_notice(interrupted),
+        f"the temp folder {tempfile.gettempdir()} is full: the watch's records stopped when it filled, and what came "
+        "after is not in this document", planted]
 
 
 def test_failures_are_numbered_across_processes_each_naming_its_process_and_role(tmp_path):
@@ -364,6 +568,8 @@ def test_a_process_without_its_hello_and_one_that_lost_or_dropped_records_are_sa
     program, other = document["processes"]
     assert (program["lost"], program["dropped"]) == ({"error": "No space left on device", "records": 7}, {"write": 3})
     assert (other["pid"], other["role"], other["lost"], other["dropped"]) == (None, "subprocess", None, {})
+    assert (program["finished"], other["finished"]) == (False, False)  # neither sent its `done`
+    assert built([[hello, {"record": "done"}]])["processes"][0]["finished"] is True
     assert "the program: the watch could not write its records (No space left on device): 7 were lost" in document["notices"]
     assert any(n.startswith("the program made more events than the watch keeps (5 of each kind): 3 writes")
                for n in document["notices"])
@@ -376,17 +582,41 @@ def test_a_process_without_its_hello_and_one_that_lost_or_dropped_records_are_sa
     assert document["tests"] is None and built([[hello]], pytest=True)["tests"] == {"counts": {}, "outcomes": {}}
 
 
+def test_each_processs_causes_are_numbered_after_those_before_it_and_name_their_process():
+    def on_no_device(pid, error):  # torch_fl registered its device, this machine has none, a call on it failed
+        return [{"record": "hello", "pid": pid, "ppid": 1, "argv": ["python", "prog.py"], "forked": False},
+                {"record": "event", "seq": 1, "kind": "write", "probe": "PrivateUse1 backend name", "phase": "program",
+                 "step": "program", "value": {"repr": "'flagos'"},
+                 "where": {"file": "torch_fl/__init__.py", "line": 40, "function": "_register"}},
+                {"record": "final", "facts": {"privateuse1": "flagos", "device_count": {"ok": True, "repr": "0"}}},
+                {"record": "failure", "kind": "exception", "error": error, "type": "builtins.RuntimeError",
+                 "traceback": [{"file": "prog.py", "line": 1, "function": "<module>"},
+                               {"file": "torch_fl/ops.py", "line": 7, "function": "f"}]}]
+    document = built([on_no_device(10, "RuntimeError: invalid device index"),
+                      on_no_device(11, "RuntimeError: no flagos devices")], returncode=1)
+    assert [(c["id"], c["failure"], c["process"], c["how"]) for c in document["causes"]] == [
+        (1, 1, 10, "no-device"), (2, 2, 11, "no-device")]
+    assert [(f["id"], f["process"], f["causes"]) for f in document["failures"]] == [(1, 10, [1]), (2, 11, [2])]
+
+
+def test_without_stack_a_stack_only_a_subprocess_imported_is_the_documents():
+    hello = {"record": "hello", "pid": 10, "ppid": 1, "argv": ["python", "prog.py"], "forked": False}
+    write = {"record": "event", "seq": 1, "kind": "write", "probe": "PrivateUse1 backend name", "phase": "program",
+             "step": "program", "value": {"repr": "'flagos'"},
+             "where": {"file": "flagos_doctor/demo/__init__.py", "line": 40, "function": "_register"}}
+    assert built([[hello], [{**hello, "pid": 11}, write]])["stack"] == "demo"
+    assert built([[hello], [{**hello, "pid": 11}]])["stack"] is None
+
+
 def test_a_without_stack_write_of_unknown_place_names_no_stack():
     assert runner.imported_stack([[{"record": "event", "kind": "write", "where": None},
                                    {"record": "event", "kind": "delete", "where": {"file": None}}]]) is None
 
 
-def test_running_the_program_leaves_explains_signal_mask_as_it_found_it():
-    import signal
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+def test_running_the_program_leaves_explains_signal_mask_as_it_found_it(known_mask):
     ran = runner.run_program([sys.executable, "-c", "import time; time.sleep(1.2)"], dict(os.environ))
     assert ran.returncode == 0 and ran.interrupted is None and ran.seconds >= 1.2
-    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == known_mask
 
 
 def test_without_stack_the_document_names_the_built_in_stack_the_program_imported(tmp_path):
