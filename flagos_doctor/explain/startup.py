@@ -322,7 +322,7 @@ def _chain(hook_folder: str) -> None:
     ours = sys.modules.get("sitecustomize")
     path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.abspath(hook_folder)]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
-    if spec is None or spec.loader is None:
+    if spec is None:  # (a folder is a namespace package: no loader yet, module_from_spec gives it one)
         return
     module = importlib.util.module_from_spec(spec)
     sys.modules["sitecustomize"] = module
