@@ -486,7 +486,9 @@ def _settle_suspect(record: ResultsFile, case: dict, target: Case, came_back: bo
     later = list(case.get("repeats") or [case["status"]])[1:] or [model.PASS]
     status = settle(later)
     details = [d.get("detail", "") for d in case.get("repeat_details") or []]
-    record.record_settled(case, status, details[later.index(status)] if len(details) == len(later) else "")
+    # a FLAKY suspect (its fresh runs disagreed: settle's own status, none of theirs) keeps no detail
+    record.record_settled(case, status, details[later.index(status)] if status in later and len(details) == len(later)
+                          else "")
     if culprit is None:
         figures["untraced"] += 1
         record.record_poisoned_by(case, {"overload": None, "profile": None, "cases": earlier})
