@@ -541,3 +541,22 @@ def test_importlibs_frozen_frames_are_left_out_of_a_failures_frames(tmp_path, mo
     assert [(f["file"], f["function"]) for f in startup.frames(tracer, tb)] == [
         ("test_clauses_explain_startup.py", "test_importlibs_frozen_frames_are_left_out_of_a_failures_frames"),
         ("__init__.py", "import_module"), ("startup_clause_broken.py", "<module>")]
+
+
+def test_multiprocessing_is_watched_only_once_it_is_loaded_and_only_once(monkeypatch):
+    """``watch_multiprocessing`` wraps ``_bootstrap`` when ``multiprocessing`` is loaded: a
+    process that has not loaded it is left as it is (nothing imported, nothing raised), and a
+    second call does not wrap the wrapper."""
+    import multiprocessing.process as process
+
+    monkeypatch.delitem(sys.modules, "multiprocessing.process")
+    assert startup.watch_multiprocessing() is None
+    assert "multiprocessing.process" not in sys.modules
+    monkeypatch.setitem(sys.modules, "multiprocessing.process", process)
+    original = process.BaseProcess._bootstrap
+    monkeypatch.setattr(process.BaseProcess, "_bootstrap", original)  # restored after the test
+    startup.watch_multiprocessing()
+    wrapped = process.BaseProcess._bootstrap
+    assert wrapped is not original and wrapped._flagos_doctor
+    startup.watch_multiprocessing()
+    assert process.BaseProcess._bootstrap is wrapped
