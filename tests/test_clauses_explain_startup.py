@@ -469,7 +469,9 @@ def test_what_python_puts_first_on_sys_path_is_the_scripts_real_folder_or_the_wo
     os.symlink(tmp_path / "real" / "prog.py", tmp_path / "work" / "tool")
     monkeypatch.chdir(tmp_path / "work")
     work = os.getcwd()
-    for argv in (["tool"], ["-m"], ["-c"], [""], []):
+    # "gone/prog.py": a script that is no longer there (removed or renamed by the time the
+    # watch asks) names no folder to look in
+    for argv in (["tool"], ["-m"], ["-c"], [""], [], ["gone/prog.py"]):
         monkeypatch.setattr(sys, "argv", argv)
         assert startup.program_folder() == (str(tmp_path / "real") if argv == ["tool"] else work), argv
     monkeypatch.delattr(sys, "argv")  # an embedding's interpreter may have none

@@ -101,10 +101,8 @@ class Watch:
         raise OSError("no free side-channel file name")
 
     def hello(self, forked: bool) -> None:
-        from flagos_doctor import redact
-
+        # (--api-key VALUE in the argv: scrubbed by emit, as every record is)
         argv = list(getattr(sys, "orig_argv", sys.argv))
-        argv = redact.scrub(argv, redact.secret_arguments(argv))  # --api-key VALUE: never in the file
         self.tracer.emit({
             "record": "hello", "python": sys.version.split()[0], "executable": sys.executable,
             "platform": self.platform, "pid": os.getpid(), "ppid": os.getppid(),
