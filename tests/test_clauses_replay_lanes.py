@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import threading
 
 import pytest
 
+from conftest import REPO_ROOT
 from flagos_doctor.results.model import CRASH, ERROR, FLAKY, PASS, WRONG
 from flagos_doctor.results.resultsfile import ResultsFile
 from flagos_doctor.survey import replay
@@ -697,3 +699,35 @@ def test_the_answers_of_replays_run_ahead_are_waited_for(stack):
     assert pairs.answer(EARLIER[5], TARGET) is True
     ahead.close()
     pairs.close()
+
+
+LEFT_RUNNING = """
+import sys, threading
+from flagos_doctor.results import model
+from flagos_doctor.survey import replay
+from flagos_doctor.survey.pool import WorkerConfig
+
+never = threading.Event()
+replay.trace_one = lambda *args, **kwargs: never.wait()       # a suspect's replays that never end
+replay.in_fresh_worker = lambda *args, **kwargs: never.wait()  # and a pair's
+config = WorkerConfig(python=sys.executable, stack="demo", device=None, spec=None, conf=None,
+                      backend="flagos_python", timeout=5)
+earlier = {"profile": "1d", "status": model.PASS, "worker": "w1", "worker_order": 1}
+suspect = {"profile": "2d", "status": model.ERROR, "poison": "sticky", "worker": "w1", "worker_order": 2}
+ahead = replay.Ahead(config, {"abs": [earlier], "tan": [suspect]}, 4)
+ahead.passed(("tan", "2d"))
+pairs = replay.PairsAhead(config, [("abs", "1d")])
+pairs.seen("abs", earlier)
+pairs.seen("tan", suspect)
+print(sorted(t.name for t in threading.enumerate() if t is not threading.main_thread()))
+"""
+
+
+def test_replays_run_ahead_never_hold_the_surveys_exit(tmp_path):
+    """The threads of :class:`Ahead` and :class:`PairsAhead` are daemons: a survey that stops
+    with replays still running ahead (an error, Ctrl-C) exits without waiting for them."""
+    env = {**os.environ, "PYTHONPATH": REPO_ROOT}
+    done = subprocess.run([sys.executable, "-c", LEFT_RUNNING], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == "['flagos-replay-ahead', 'flagos-replay-pair']\n"

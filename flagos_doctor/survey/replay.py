@@ -321,7 +321,8 @@ class Ahead:
     then, instead of after every pass; their answers are those the same replays give after
     the passes (a replay runs the same cases in a fresh worker: module doc). A case whose
     repeats never pass is never replayed. :func:`trace` takes the outcomes (:meth:`outcome`),
-    and traces itself any suspect not started here.
+    and traces itself any suspect not started here. Its threads are daemons: a survey that
+    stops (an error, Ctrl-C) with replays still running ahead does not wait for them.
     """
 
     def __init__(self, config: WorkerConfig, finished: dict[str, list[dict]], width: int,
@@ -416,7 +417,7 @@ class PairsAhead:
     (on the H200 a warm torch_fl survey's tail was that, then this replay's own start).
     :func:`_try_known` takes the answer; the same replay run then would give it (module
     doc). A pair whose case never becomes a suspect ran for nothing: counted (``unused``).
-    Each runs in a fresh worker of ``config``."""
+    Each runs in a fresh worker of ``config``, on a daemon thread (as :class:`Ahead`'s)."""
 
     def __init__(self, config: WorkerConfig, known: list[Case]):
         self.config = dataclasses.replace(config, purpose="replay, ahead of its repeats", baseline=False)
