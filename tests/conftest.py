@@ -383,12 +383,12 @@ FILE_SECONDS = "flagos-doctor/file-seconds"
 #: Before any run here (a fresh clone: no cache) the files slowest in a full run, in seconds
 #: on one of three workers on two cores, so they still start first. An order only: a stale
 #: figure costs time, not a result.
-SLOW_FILES = {"tests/test_explain_chains.py": 260, "tests/test_survey.py": 130, "tests/test_survey_speed.py": 120,
-              "tests/test_survey_noise.py": 115, "tests/test_doc_blocks.py": 75, "tests/test_explain.py": 65,
-              "tests/test_hardening.py": 65, "tests/test_hardening2.py": 60, "tests/test_forkserver.py": 60,
-              "tests/test_survey_truth.py": 55, "tests/test_torch_fl_real.py": 55, "tests/test_compile_pool.py": 50,
-              "tests/test_probe.py": 50, "tests/test_replay_side_by_side.py": 40, "tests/test_ci_harden.py": 40,
-              "tests/test_reports.py": 40, "tests/test_bindings.py": 35, "tests/test_suite_compare.py": 35}
+SLOW_FILES = {"tests/test_explain_chains.py": 280, "tests/test_survey.py": 145, "tests/test_survey_speed.py": 130,
+              "tests/test_survey_noise.py": 120, "tests/test_torch_fl_real.py": 110, "tests/test_doc_blocks.py": 100,
+              "tests/test_hardening2.py": 100, "tests/test_explain.py": 90, "tests/test_hardening.py": 85,
+              "tests/test_survey_truth.py": 80, "tests/test_forkserver.py": 65, "tests/test_bindings.py": 60,
+              "tests/test_compile_pool.py": 55, "tests/test_probe.py": 55, "tests/test_suite_compare.py": 55,
+              "tests/test_ci_harden.py": 50, "tests/test_replay_side_by_side.py": 40, "tests/test_reports.py": 35}
 
 
 def pytest_collection_modifyitems(config, items):
