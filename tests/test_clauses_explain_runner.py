@@ -496,6 +496,17 @@ def test_a_module_stack_is_found_beside_the_script_python_runs_and_refused_befor
                         sys.executable, str(project / name), cwd=tmp_path)
         assert found.returncode == 0 and marker.exists(), found.stderr
         marker.unlink()
+    # a script reached through a link: Python puts its real folder first, not the link's
+    (tmp_path / "bin").mkdir()
+    os.symlink(project / "prog.py", tmp_path / "bin" / "linked.py")
+    linked = run_cli("explain", "--quiet", "--stack", "stack_beside_the_script", "--",
+                     sys.executable, str(tmp_path / "bin" / "linked.py"), cwd=tmp_path)
+    assert linked.returncode == 0 and marker.exists(), linked.stderr
+    marker.unlink()
+    (tmp_path / "bin" / "stack_beside_the_link.py").write_text("")
+    beside_the_link = run_cli("explain", "--quiet", "--stack", "stack_beside_the_link", "--",
+                              sys.executable, str(tmp_path / "bin" / "linked.py"), cwd=tmp_path)
+    assert beside_the_link.returncode == 2 and "--stack" in beside_the_link.stderr and not marker.exists()
     # the folder of an argument after the script is not Python's
     (project / "data.txt").write_text("")
     refused = run_cli("explain", "--quiet", "--stack", "stack_beside_the_script", "--",

@@ -67,11 +67,11 @@ def resolve_command(command: list[str], python: str) -> list[str]:
 
 def check_stack(stack: str | None, python: str, argv: list[str]) -> None:
     """Refuse ``--stack`` as probe does (:func:`flagos_doctor.stacks.check`), looking where the
-    program will: its script's folder too (``sys.path[0]``)."""
+    program will: its script's folder too (``sys.path[0]``: a linked script's real folder)."""
     env = dict(os.environ)
     script = script_of(argv, python)
     if script:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(os.path.abspath(script)),
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(os.path.realpath(script)),
                                                         env.get("PYTHONPATH")) if p)
     stacks.check(stack, python, env)
 
