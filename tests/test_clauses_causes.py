@@ -466,6 +466,16 @@ def test_a_tensor_operation_reaching_cuda_init_where_the_alias_was_skipped_is_a_
                                              at("user/b.py", 2, "g", "y.to(DEV)"), CUDA_INIT]}
     (cause,) = causes.find_chains([REDIRECT, read()], twice, [ALIAS_DECISION])
     assert cause["frame"] == at("user/b.py", 2, "g")
+    # The initialisation raising in a function it calls (one frame under it, or two): found
+    # all the same; the caller's code is shown to 120 characters.
+    long_line = "y = model(inputs).to(DEVICE)  # " + "x" * 200
+    for under in ([at("torch/cuda/__init__.py", 540, "_check_capability")],
+                  [at("torch/cuda/__init__.py", 540, "_check_capability"), at("torch/cuda/__init__.py", 560, "_check")]):
+        deeper = {**MADE_ELSEWHERE, "traceback": [at("user/run.py", 9, "<module>", "main()"),
+                                                  at("user/run.py", 5, "main", long_line), CUDA_INIT, *under]}
+        (cause,) = causes.find_chains([REDIRECT, read()], deeper, [ALIAS_DECISION])
+        assert cause["chain"][3]["frame"] == at("user/run.py", 5, "main")
+        assert f"(`{long_line[:120]}`)" in cause["chain"][3]["how"]
 
 
 def test_the_alias_symptom_needs_an_is_available_guard_without_cuda_a_skipped_alias_and_init_from_outside_torch_cuda():
