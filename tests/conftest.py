@@ -155,6 +155,34 @@ def flag_gems_env(tmp_path):
     return {"GEMS_VENDOR": "nvidia", "FLAGGEMS_DB_URL": f"sqlite:///{tmp_path}/flaggems.db"}
 
 
+@pytest.fixture
+def finished_results(tmp_path):
+    """``finished_results(setup, {overload: [case, ...]}, checkpoint=False)``: a results file
+    in tmp_path with those overloads recorded and ended, checkpointed when asked (as the main
+    phase leaves it for the confirmation); each one closed at teardown."""
+    from flagos_doctor.results.resultsfile import ResultsFile
+
+    made = []
+
+    def open_with(setup: dict, overloads: dict, checkpoint: bool = False) -> ResultsFile:
+        record = ResultsFile(str(tmp_path / f"r{len(made)}.json"), setup, sorted(overloads))
+        record.load()
+        record.start()
+        for name, cases in overloads.items():
+            record.record_profiles(name, [c["profile"] for c in cases])
+            for one in cases:
+                record.record_case(name, one)
+            record.record_end(name)
+        if checkpoint:
+            record.checkpoint()
+        made.append(record)
+        return record
+
+    yield open_with
+    for record in made:
+        record.close(False)
+
+
 #: torch_fl's public source at 1adbc97 (a ``git archive`` tarball), beside the clone.
 TORCH_FL_TARBALL = os.path.join(SHARED, "torch-fl", "Torch-FL-1adbc97-src.tar.gz")
 

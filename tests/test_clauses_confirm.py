@@ -72,27 +72,10 @@ def saved(record: ResultsFile) -> dict:
 
 
 @pytest.fixture
-def opened(tmp_path):
+def opened(finished_results):
     """``opened({overload: [case, ...]})``: a ResultsFile in tmp_path with those overloads
-    finished, checkpointed, as the main phase leaves it for the confirmation."""
-    made = []
-
-    def open_with(overloads: dict) -> ResultsFile:
-        record = ResultsFile(str(tmp_path / "r.json"), SETUP, sorted(overloads))
-        record.load()
-        record.start()
-        for name, cases in overloads.items():
-            record.record_profiles(name, [c["profile"] for c in cases])
-            for one in cases:
-                record.record_case(name, one)
-            record.record_end(name)
-        record.checkpoint()
-        made.append(record)
-        return record
-
-    yield open_with
-    for record in made:
-        record.close(False)
+    finished, checkpointed, as the main phase leaves it for the confirmation (``finished_results`` in conftest.py)."""
+    return lambda overloads: finished_results(SETUP, overloads, checkpoint=True)
 
 
 @pytest.fixture

@@ -164,25 +164,10 @@ def survey(repeats=(ERROR, PASS, PASS), details=None, suspect_status=FLAKY, earl
 
 
 @pytest.fixture
-def opened(tmp_path):
-    """``opened({overload: [case, ...]})``: a ResultsFile in tmp_path with those overloads finished."""
-    made = []
-
-    def open_with(overloads: dict) -> ResultsFile:
-        record = ResultsFile(str(tmp_path / f"r{len(made)}.json"), SETUP, sorted(overloads))
-        record.load()
-        record.start()
-        for name, cases in overloads.items():
-            record.record_profiles(name, [c["profile"] for c in cases])
-            for one in cases:
-                record.record_case(name, one)
-            record.record_end(name)
-        made.append(record)
-        return record
-
-    yield open_with
-    for record in made:
-        record.close(False)
+def opened(finished_results):
+    """``opened({overload: [case, ...]})``: a ResultsFile in tmp_path with those overloads
+    finished (``finished_results`` in conftest.py)."""
+    return lambda overloads: finished_results(SETUP, overloads)
 
 
 def suspect_of(record: ResultsFile) -> dict:
