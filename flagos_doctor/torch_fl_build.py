@@ -26,6 +26,10 @@ The recipe is ``shared/torch-fl/README.md``'s, for both kinds of machine seen so
   the first build fails, ``CUDA_nvrtc_LIBRARY`` and ``CUDA_NVRTC_LIB`` in
   ``build/CMakeCache.txt`` are pointed at cu13's ``libnvrtc.so.13`` and the build rerun.
 
+``--no-optimize`` compiles the C++ at ``-O0`` instead of CMake's Release ``-O3`` (a third
+less compile time; keyed apart, ``...-O0``): the tests' build, where torch_fl's own C++ is
+imported and routed through but never timed.
+
 What was built from is recorded in the build (``torch_fl/flagos_doctor_build.json``, see
 :data:`RECORD_NAME`), where :mod:`flagos_doctor.torch_fl_source` finds it for the survey's
 provenance and the report. Standard library only; torch is never imported here, only in
@@ -289,16 +293,17 @@ def resolve_source(path: str, commit: str | None = None) -> Source:
 
 # -- the cache ------------------------------------------------------------------------------------
 
-def build_key(source: Source, facts: dict, accelerator: str = "cuda") -> str:
+def build_key(source: Source, facts: dict, accelerator: str = "cuda", optimize: bool = True) -> str:
     """The folder name of a build: source, torch version, Python version (and a vendor
-    other than the default)."""
+    other than the default, and ``-O0`` for a build compiled without optimisation)."""
     python = ".".join(facts["python"].split(".")[:2])
     vendor = "" if accelerator == "cuda" else f"-{accelerator}"
-    return f"{source.ident}-torch{facts['torch']}-py{python}{vendor}"
+    return f"{source.ident}-torch{facts['torch']}-py{python}{vendor}{'' if optimize else '-O0'}"
 
 
-def build_folder(source: Source, facts: dict, root: str | None = None, accelerator: str = "cuda") -> str:
-    return os.path.join(root or cache_root(), "torch_fl", build_key(source, facts, accelerator))
+def build_folder(source: Source, facts: dict, root: str | None = None, accelerator: str = "cuda",
+                 optimize: bool = True) -> str:
+    return os.path.join(root or cache_root(), "torch_fl", build_key(source, facts, accelerator, optimize))
 
 
 def import_path(folder: str) -> str:
@@ -317,9 +322,10 @@ def finished(folder: str) -> dict | None:
 
 
 def find_build(source_path: str, python: str = sys.executable, commit: str | None = None,
-               accelerator: str = "cuda") -> str | None:
+               accelerator: str = "cuda", optimize: bool = True) -> str | None:
     """The import path of a finished build of ``source_path`` for ``python``, or None: no build."""
-    folder = build_folder(resolve_source(source_path, commit), interpreter_facts(python), accelerator=accelerator)
+    folder = build_folder(resolve_source(source_path, commit), interpreter_facts(python), accelerator=accelerator,
+                          optimize=optimize)
     return import_path(folder) if finished(folder) else None
 
 
@@ -444,10 +450,25 @@ def nvrtc_fix(src: str, facts: dict, log) -> str | None:
     return f"build/CMakeCache.txt: CUDA_nvrtc_LIBRARY, CUDA_NVRTC_LIB = {library}; built again"
 
 
-def compile_in_place(src: str, python: str, facts: dict, jobs: int, accelerator: str, log) -> list[str]:
+#: What a build without optimisation changes: torch_fl's CMakeLists forces CMake's Release
+#: build type, whose C++ flags (``-O3 -DNDEBUG``) come after any ``CXXFLAGS``; a cache entry
+#: written before the first configure replaces them (asserts stay off, as in Release).
+UNOPTIMIZED_CACHE = "CMAKE_CXX_FLAGS_RELEASE:STRING=-O0 -DNDEBUG\n"
+
+
+def unoptimized(src: str) -> str:
+    """Seed ``build/CMakeCache.txt`` so that the C++ compiles at ``-O0``: the step taken."""
+    os.makedirs(os.path.join(src, "build"), exist_ok=True)
+    atomic_write_text(os.path.join(src, "build", "CMakeCache.txt"), UNOPTIMIZED_CACHE, scrub=False)
+    return "build/CMakeCache.txt: CMAKE_CXX_FLAGS_RELEASE = -O0 -DNDEBUG (--no-optimize)"
+
+
+def compile_in_place(src: str, python: str, facts: dict, jobs: int, accelerator: str, log,
+                     optimize: bool = True) -> list[str]:
     """``setup.py build_ext --inplace``; when it fails, the nvrtc fix and once again."""
-    steps = [f"setup.py build_ext --inplace (ACCELERATOR={accelerator}, FLAGGEMS_KERNEL=0, FLAGGEMS_PYTHON=1, "
-             f"CUDA_HOME={cuda_home()}, {jobs} jobs)"]
+    steps = [] if optimize else [unoptimized(src)]
+    steps.append(f"setup.py build_ext --inplace (ACCELERATOR={accelerator}, FLAGGEMS_KERNEL=0, FLAGGEMS_PYTHON=1, "
+                 f"CUDA_HOME={cuda_home()}, {jobs} jobs)")
     code = _setup_py(src, python, jobs, accelerator, log)
     if code != 0:
         fixed = nvrtc_fix(src, facts, log)
@@ -557,7 +578,7 @@ def setup_version(src: str, python: str) -> str | None:
 
 
 def compile_steps(src: str, python: str, facts: dict, jobs: int, accelerator: str, codegen: str,
-                  log_path: str) -> list[str]:
+                  log_path: str, optimize: bool = True) -> list[str]:
     """The bindings (regenerated where this torch needs it), the kineto patch, the compile;
     each said as it starts and relayed while it runs."""
     steps = []
@@ -568,8 +589,9 @@ def compile_steps(src: str, python: str, facts: dict, jobs: int, accelerator: st
                 steps.append(regenerate_bindings(src, python, log))
         if release >= (2, 13):
             steps.append(apply_kineto_patch(src))
-        with step(f"compiling torch_fl's C++ sources ({jobs} jobs)", "3 to 7 min on 2 cores", log_path):
-            steps += compile_in_place(src, python, facts, jobs, accelerator, log)
+        what = f"compiling torch_fl's C++ sources ({jobs} jobs{'' if optimize else ', -O0'})"
+        with step(what, "3 to 7 min on 2 cores" if optimize else "2 to 4 min on 2 cores", log_path):
+            steps += compile_in_place(src, python, facts, jobs, accelerator, log, optimize)
     return steps
 
 
@@ -589,11 +611,12 @@ def import_or_fix(src: str, site: str, python: str, facts: dict, jobs: int, acce
 
 
 def build(source: Source, python: str, jobs: int, accelerator: str = "cuda", root: str | None = None,
-          codegen: str = "auto") -> tuple[str, dict, bool]:
-    """Build ``source`` for ``python`` (or find it built); return (folder, record, reused)."""
+          codegen: str = "auto", optimize: bool = True) -> tuple[str, dict, bool]:
+    """Build ``source`` for ``python`` (or find it built); return (folder, record, reused).
+    ``optimize=False`` compiles at ``-O0`` (:func:`unoptimized`), in a folder of its own."""
     root = root or cache_root()
     facts = interpreter_facts(python)
-    folder = build_folder(source, facts, root, accelerator)
+    folder = build_folder(source, facts, root, accelerator, optimize)
     record = finished(folder)
     if record:
         return folder, record, True
@@ -608,7 +631,7 @@ def build(source: Source, python: str, jobs: int, accelerator: str = "cuda", roo
             shutil.rmtree(folder, ignore_errors=True)
             raise BadInput("not a torch_fl source (no setup.py and torch_fl/__init__.py)", source.origin)
         say(f"building torch_fl from {source.origin} in {folder} (log: {folder}/build.log)")
-        steps = compile_steps(src, python, facts, jobs, accelerator, codegen, os.path.join(folder, "build.log"))
+        steps = compile_steps(src, python, facts, jobs, accelerator, codegen, os.path.join(folder, "build.log"), optimize)
         package = os.path.join(src, "torch_fl")
         with step("torch's CUDA libraries for a CPU torch", "under a minute; the first time, a 0.5 GB download too"):
             steps += bundle_torch_libraries(package, facts, root)
@@ -627,6 +650,7 @@ def build(source: Source, python: str, jobs: int, accelerator: str = "cuda", roo
             "python": facts["python"],
             "python_executable": facts["executable"],
             "accelerator": accelerator,
+            "optimized": optimize,
             "steps": steps,
             "built": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "import_path": site,
@@ -645,7 +669,8 @@ def result_line(folder: str, record: dict, reused: bool) -> str:
     verb = "found built" if reused else "built"
     # the folder's own import path, not the record's: a cache moved or restored elsewhere
     # (a copied HOME, CI's cache) still records where it was built
-    return (f"torch_fl {what} (torch {record['torch']}, Python {record['python']}) {verb} in {folder}: "
+    unoptimized = ", -O0" if record.get("optimized") is False else ""
+    return (f"torch_fl {what} (torch {record['torch']}, Python {record['python']}{unoptimized}) {verb} in {folder}: "
             f"PYTHONPATH={import_path(folder)}")
 
 
@@ -660,17 +685,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--codegen", choices=("auto", "always", "never"), default="auto",
                         help=f"regenerate the ATen bindings (auto: for torch newer than {'.'.join(map(str, SHIPPED_BINDINGS_UP_TO))})")
     parser.add_argument("--cache", help="cache folder (default: $FLAGOS_DOCTOR_CACHE or ~/.cache/flagos-doctor)")
+    parser.add_argument("--no-optimize", dest="optimize", action="store_false",
+                        help="compile the C++ at -O0, not Release's -O3 (a third less compile time; scripts/run-tests "
+                             "builds so: the tests never time torch_fl's own C++); a build folder of its own")
     args = parser.parse_args(argv)
     try:
         source = resolve_source(args.source, args.commit)
         folder, record, reused = build(source, args.python, max(1, args.jobs), args.accelerator,
-                                       os.path.abspath(args.cache) if args.cache else None, args.codegen)
+                                       os.path.abspath(args.cache) if args.cache else None, args.codegen, args.optimize)
     except BadInput as exc:
         print(f"torch_fl_build: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BuildFailed as exc:
         log = os.path.join(build_folder(source, interpreter_facts(args.python),
-                                        os.path.abspath(args.cache) if args.cache else None, args.accelerator), "build.log")
+                                        os.path.abspath(args.cache) if args.cache else None, args.accelerator,
+                                        args.optimize), "build.log")
         print(f"torch_fl_build: build failed: {exc} (log: {log})", file=sys.stderr)
         return 1
     print(result_line(folder, record, reused))

@@ -12,7 +12,7 @@ import tarfile
 
 import pytest
 
-from conftest import REPO_ROOT, TORCH_FL_TARBALL, real_torch_fl
+from conftest import REPO_ROOT, TORCH_FL_BUILD_ARGS, TORCH_FL_TARBALL, real_torch_fl
 from flagos_doctor.compare.build import announced_import_path
 from flagos_doctor.errors import BadInput
 from flagos_doctor.torch_fl_build import (
@@ -144,14 +144,32 @@ def test_the_kineto_patch_fits_torch_fls_source_once(tmp_path):
 
 def test_the_real_build_is_found_again_without_building():
     site = real_torch_fl()
-    done = subprocess.run([sys.executable, "-m", "flagos_doctor.torch_fl_build", TORCH_FL_TARBALL],
+    done = subprocess.run([sys.executable, "-m", "flagos_doctor.torch_fl_build", *TORCH_FL_BUILD_ARGS],
                           capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
     (line,) = done.stdout.splitlines()
-    assert line.startswith("torch_fl 1adbc97478fb (torch ") and " found built in " in line
+    assert line.startswith("torch_fl 1adbc97478fb (torch ") and ", -O0) found built in " in line
     assert line.endswith(f": PYTHONPATH={site}")
     assert announced_import_path(f"compiling...\n{line}\n") == site
     assert "building" not in done.stderr
+
+
+def test_the_tests_build_compiled_every_source_at_O0_in_a_folder_of_its_own(tmp_path):
+    """``--no-optimize`` (the tests' build): CMake's Release flags replaced before the first
+    configure, so every C++ compile of the real build ran at -O0 and none at -O3; keyed
+    apart from an optimised build of the same source, and recorded."""
+    site = real_torch_fl()
+    built = os.path.dirname(site)
+    with open(os.path.join(built, "src", "build", "compile_commands.json"), encoding="utf-8") as handle:
+        compiles = [entry["command"].split() for entry in json.load(handle)]
+    assert len(compiles) > 20 and all("-O0" in argv and "-O3" not in argv for argv in compiles)
+    with open(os.path.join(built, "src", "torch_fl", RECORD_NAME), encoding="utf-8") as handle:
+        record = json.load(handle)
+    assert record["optimized"] is False and any("-O0" in done for done in record["steps"])
+    source = resolve_source(TORCH_FL_TARBALL)
+    assert os.path.basename(built) == build_key(source, FACTS | {"torch": record["torch"], "python": record["python"]},
+                                                optimize=False)
+    assert build_key(source, FACTS, optimize=False) == build_key(source, FACTS) + "-O0"
 
 
 def test_a_build_found_in_a_cache_moved_elsewhere_is_imported_from_where_it_is_now(tmp_path):
@@ -166,7 +184,7 @@ def test_a_build_found_in_a_cache_moved_elsewhere_is_imported_from_where_it_is_n
         record = json.load(handle)
     (moved / "src" / "torch_fl" / RECORD_NAME).write_text(json.dumps(record))
     done = subprocess.run([sys.executable, "-m", "flagos_doctor.torch_fl_build", "--cache", str(tmp_path / "cache"),
-                           TORCH_FL_TARBALL], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+                           *TORCH_FL_BUILD_ARGS], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
     (line,) = done.stdout.splitlines()
     assert f" found built in {moved}: PYTHONPATH={moved / 'site'}" in line and line.endswith(str(moved / "site"))
