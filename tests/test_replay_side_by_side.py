@@ -120,19 +120,8 @@ def test_replays_side_by_side_name_the_serial_bisections_culprit_and_a_known_cul
     assert suspect["replay"] == {"runs": 1, "cases": len(EARLIER), "came_back": True, "known": True}
     assert figures["known"] == 1 and figures["replays"] == len(spans) == 1
     assert culprits.known() == [("frac", "1d-f32")]
-
-    # A known culprit that does not bring the error back costs one replay; the bisection then
-    # names the same culprit as before.
-    culprits = Culprits(Store(str(tmp_path / "other-store")), "noisestack")
-    culprits.remember(("frac", "2d-f32"))
-    spans.clear()
-    third = survey_so_far()
-    figures = replay.trace(config, holding(third), width=4, known=culprits.known(), remember=culprits.remember)
-    (suspect,) = third["trunc"][1:]
-    assert suspect["poisoned_by"] == {"overload": "frac", "profile": "1d-f32"}
-    assert suspect["replay"] == {"runs": len(log), "cases": len(EARLIER), "came_back": True}
-    assert figures["known"] == 0 and figures["replays"] == 1 + 5
-    assert culprits.known() == [("frac", "1d-f32"), ("frac", "2d-f32")]  # the one found, first
+    # A known culprit that does not bring the error back (one replay, then the bisection) is
+    # tests/test_clauses_replay_lanes.py's, on stand-in workers: six more real starts here.
 
 
 def before_repeats() -> dict:
@@ -203,3 +192,14 @@ def test_a_failure_whose_repeats_never_pass_is_never_replayed(tmp_path, monkeypa
     figures = replay.trace(config, holding(finished), width=4, ahead=ahead)
     ahead.close()
     assert spans == [] and figures["suspects"] == 0 and "replay" not in finished["trunc"][-1]
+
+
+def test_the_store_keeps_each_culprit_once_the_one_found_last_first_per_stack(tmp_path):
+    culprits = Culprits(Store(str(tmp_path / "store")), "noisestack")
+    for found in [("frac", "2d-f32"), ("frac", "1d-f32"), ("frac", "2d-f32")]:
+        culprits.remember(found)
+    assert culprits.known() == [("frac", "2d-f32"), ("frac", "1d-f32")]
+    assert Culprits(Store(str(tmp_path / "store")), "demo").known() == []
+    for index in range(Culprits.KEEP + 2):
+        culprits.remember(("abs", f"{index}d"))
+    assert len(culprits.known()) == Culprits.KEEP and culprits.known()[0] == ("abs", f"{Culprits.KEEP + 1}d")
