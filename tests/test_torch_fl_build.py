@@ -154,7 +154,7 @@ def test_the_real_build_is_found_again_without_building():
     assert "building" not in done.stderr
 
 
-def test_the_tests_build_compiled_every_source_at_O0_in_a_folder_of_its_own(tmp_path):
+def test_the_tests_build_compiled_every_source_at_O0_in_a_folder_of_its_own():
     """``--no-optimize`` (the tests' build): CMake's Release flags replaced before the first
     configure, so every C++ compile of the real build ran at -O0 and none at -O3; keyed
     apart from an optimised build of the same source, and recorded."""
