@@ -669,8 +669,8 @@ def result_line(folder: str, record: dict, reused: bool) -> str:
     verb = "found built" if reused else "built"
     # the folder's own import path, not the record's: a cache moved or restored elsewhere
     # (a copied HOME, CI's cache) still records where it was built
-    unoptimized = ", -O0" if record.get("optimized") is False else ""
-    return (f"torch_fl {what} (torch {record['torch']}, Python {record['python']}{unoptimized}) {verb} in {folder}: "
+    level = ", -O0" if record.get("optimized") is False else ""  # a record from before the field: optimised
+    return (f"torch_fl {what} (torch {record['torch']}, Python {record['python']}{level}) {verb} in {folder}: "
             f"PYTHONPATH={import_path(folder)}")
 
 
