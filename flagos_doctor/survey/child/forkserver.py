@@ -25,6 +25,7 @@ it ended. The server ends when the parent closes the socket (or dies: the kernel
 from __future__ import annotations
 
 import fcntl
+import gc
 import importlib
 import json
 import os
@@ -156,6 +157,9 @@ def main() -> int:
             loaded.append(name)
         except ImportError:
             pass  # an optional one (triton on a machine without it): the worker imports what it needs
+    # What the preload made is never collected in a worker: a collection there would write to
+    # every object of the import (its GC header) and so copy each of their pages (copy-on-write).
+    gc.freeze()
     _reply(sock, {"ready": True, "preloaded": loaded})
     return serve(sock)
 
