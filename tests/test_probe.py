@@ -329,9 +329,11 @@ def test_demo_views_render_from_the_document(demo):
 
 
 def test_demo_seed_bug_exits_1_with_stale_guard(tmp_path):
-    result = run_cli("probe", "--stack", "demo", "--no-exercise", "--json", "-", env={"FLAGOS_DEMO_SEED_BUG": "1"})
+    # One run gives the document (--json to a file) and the terminal view (stdout).
+    result = run_cli("probe", "--stack", "demo", "--no-exercise", "--json", str(tmp_path / "probe.json"),
+                     env={"FLAGOS_DEMO_SEED_BUG": "1"})
     assert result.returncode == 1, result.stderr
-    document = json.loads(result.stdout)
+    document = json.loads((tmp_path / "probe.json").read_text())
     (stale,) = findings(document, "stale-guard")
     assert stale["message"].startswith(
         "flagos_doctor/demo/__init__.py:_native_cuda_available (in _alias_cuda_to_flagos) read torch.cuda.is_available"
@@ -345,8 +347,7 @@ def test_demo_seed_bug_exits_1_with_stale_guard(tmp_path):
             f"(line {guard}) and returned (line {guard + 1}: `return`)") in stale["message"]
     # The headline says the child ran to its end, never "ok" beside the errors.
     assert document["outcome"] == "ok"
-    view = run_cli("probe", "--stack", "demo", "--no-exercise", env={"FLAGOS_DEMO_SEED_BUG": "1"})
-    headline = (view.stdout + view.stderr).split("flagos-doctor probe: ", 1)[1].splitlines()[0]
+    headline = (result.stdout + result.stderr).split("flagos-doctor probe: ", 1)[1].splitlines()[0]
     assert ": ran to its end; 2 errors, " in headline, headline
     assert "ok" not in headline.split(": ", 1)[1]
     # ... and what that return skipped, read from the source: the rest of the function and its writes.
