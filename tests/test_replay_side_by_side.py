@@ -5,7 +5,9 @@ Real workers of the noise fixture stack (tests/fixtures/noisestack.py): ``frac [
 leaves its process poisoned, and the next kernel that checks (``floor``, ``ceil``,
 ``trunc``) raises CUDA's illegal memory access. The suspect, ``trunc [2d-f32]``, ran in one
 worker after six cases. The reference is the bisection as it ran before replays ran side
-by side (written out below), one replay at a time.
+by side (written out below), one replay at a time. Each replay's worker is forked from one
+import of torch, as a survey's replays are (conftest: ``FLAGOS_DOCTOR_FORK=torch``; the forked
+path's every claim against spawned workers: tests/test_forkserver.py), not spawned: 20 starts.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import sys
 import threading
 import time
 
+import pytest
+
 from conftest import FIXTURES, REPO_ROOT
 from flagos_doctor.results import model
 from flagos_doctor.store import Culprits, Store
-from flagos_doctor.survey import replay
+from flagos_doctor.survey import forkserver, replay
 from flagos_doctor.results.resultsfile import ResultsFile
 from flagos_doctor.survey.pool import WorkerConfig
 
@@ -86,12 +90,29 @@ def recording(monkeypatch):
     return spans
 
 
-def test_replays_side_by_side_name_the_serial_bisections_culprit_and_a_known_culprit_goes_first(tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([FIXTURES, REPO_ROOT]))
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
-    monkeypatch.setenv("NOISESTACK_COMPILE_SLEEP", "0")
-    config = WorkerConfig(python=sys.executable, stack="noisestack", device=None, spec=SPEC, conf=None,
-                          backend="flagos_python", timeout=60, scratch=str(tmp_path))
+@pytest.fixture(scope="module")
+def noise_config(tmp_path_factory):
+    """The noise stack's worker configuration, its workers forked from one server the
+    module's tests share (one environment, one Triton cache: a server serves only the
+    environment it started in), as a survey's config.forks is."""
+    tmp = tmp_path_factory.mktemp("replays")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join([FIXTURES, REPO_ROOT]))
+        patch.setenv("TRITON_CACHE_DIR", str(tmp / "triton-cache"))
+        patch.setenv("NOISESTACK_COMPILE_SLEEP", "0")
+        config = WorkerConfig(python=sys.executable, stack="noisestack", device=None, spec=SPEC, conf=None,
+                              backend="flagos_python", timeout=60, scratch=str(tmp))
+        config.forks = forkserver.ForkServers(config.resolved.fork_after,
+                                              forkserver.LAZY_VARS | {config.resolved.visible_devices_var})
+        try:
+            yield config
+        finally:
+            config.forks.close()
+
+
+def test_replays_side_by_side_name_the_serial_bisections_culprit_and_a_known_culprit_goes_first(noise_config, tmp_path,
+                                                                                                  monkeypatch):
+    config = noise_config
     log, culprit = serial_reference(config)
     assert culprit == ("frac", "1d-f32") and len(log) == 5
 
@@ -141,16 +162,8 @@ def repeated(finished: dict) -> dict:
     return finished
 
 
-def noise_config(tmp_path, monkeypatch) -> WorkerConfig:
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([FIXTURES, REPO_ROOT]))
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
-    monkeypatch.setenv("NOISESTACK_COMPILE_SLEEP", "0")
-    return WorkerConfig(python=sys.executable, stack="noisestack", device=None, spec=SPEC, conf=None,
-                        backend="flagos_python", timeout=60, scratch=str(tmp_path))
-
-
-def test_a_suspects_replays_start_when_a_repeat_of_it_passes_and_trace_takes_their_answer(tmp_path, monkeypatch):
-    config = noise_config(tmp_path, monkeypatch)
+def test_a_suspects_replays_start_when_a_repeat_of_it_passes_and_trace_takes_their_answer(noise_config, monkeypatch):
+    config = noise_config
     spans = recording(monkeypatch)
     finished = before_repeats()
     ahead = replay.Ahead(config, finished, 4)
@@ -170,10 +183,10 @@ def test_a_suspects_replays_start_when_a_repeat_of_it_passes_and_trace_takes_the
     assert figures["replays"] == 5 and figures["rounds"] == 2 and figures["traced"] == 1
 
 
-def test_a_culprit_run_just_before_its_victim_is_found_in_one_round(tmp_path, monkeypatch):
+def test_a_culprit_run_just_before_its_victim_is_found_in_one_round(noise_config):
     # The H200's torch_fl suspect: its culprit was the case its worker ran just before it.
     # The first round's replays follow the "came back" path to the last case alone.
-    config = noise_config(tmp_path, monkeypatch)
+    config = noise_config
     log: list = []  # EARLIER[:5] ends with frac 1d: the suspect's latest earlier case
     counts = {"replays": 0, "rounds": 0}
     came_back, culprit = replay.bisect_side_by_side(config, EARLIER[:5], TARGET, 4, log, counts)
@@ -183,8 +196,8 @@ def test_a_culprit_run_just_before_its_victim_is_found_in_one_round(tmp_path, mo
                    {"cases": 3, "came_back": True}, {"cases": 2, "came_back": True}]
 
 
-def test_a_failure_whose_repeats_never_pass_is_never_replayed(tmp_path, monkeypatch):
-    config = noise_config(tmp_path, monkeypatch)
+def test_a_failure_whose_repeats_never_pass_is_never_replayed(noise_config, monkeypatch):
+    config = noise_config
     spans = recording(monkeypatch)
     finished = before_repeats()
     ahead = replay.Ahead(config, finished, 4)

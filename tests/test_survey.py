@@ -296,16 +296,18 @@ def test_cases_slow_last_time_are_handed_out_first(fault_run, tmp_path):
     filed = tmp_path / "store" / "survey" / "faultstack-x" / (comparable.fingerprint(doc["comparable"]) + ".json")
     filed.parent.mkdir(parents=True)
     filed.write_text(json.dumps(doc))
-    # no confirmation: sinh's repeats would wait out the timeout twice more in each survey
+    # no confirmation: sinh's repeats would wait out the timeout twice more in each survey;
+    # neither op is flag_gems-bound, so no worker imports it (the fingerprint leaves it out)
     args = ("--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,sinh", "--timeout", "5", "-q",
             "--repeats", "0", "--baseline", "none")
-    done = survey(tmp_path, *args, "--store", str(tmp_path / "store"), "-o", "h.json", env=FAULT_ENV)
+    done = survey(tmp_path, *args, "--store", str(tmp_path / "store"), "-o", "h.json", env=FAULT_ENV_WITHOUT_GEMS)
     assert done.returncode == 1, done.stderr  # sinh's TIMEOUT
     run = load(tmp_path / "h.json")["provenance"]["runs"][0]
     assert run["slow_first"]["hints"] == [str(filed)]
     assert run["slow_first"]["first"][0] == "sinh/1d-f32"
     # --no-store takes no hints; the outcomes are the same in either order.
-    done = survey(tmp_path, *args, "--store", str(tmp_path / "store"), "--no-store", "-o", "n.json", env=FAULT_ENV)
+    done = survey(tmp_path, *args, "--store", str(tmp_path / "store"), "--no-store", "-o", "n.json",
+                  env=FAULT_ENV_WITHOUT_GEMS)
     assert done.returncode == 1, done.stderr
     plain = load(tmp_path / "n.json")
     assert "slow_first" not in plain["provenance"]["runs"][0]
@@ -390,9 +392,13 @@ def test_isolation_workers_and_json_stdout_agree_with_the_pooled_run(demo_run, t
     assert isolated.returncode == 0, isolated.stderr
     wanted = "".join(line + "\n" for line in expected.splitlines() if line.split("\t")[0] in ops)
     assert (tmp_path / "i.census").read_text() == wanted
-    pooled = survey(tmp_path, "--stack", "demo", "--workers", "2", "--no-store", "-o", "w.json", "--json", "-")
+    # The same ops on two workers, the results on stdout: the pooled run's census of them
+    # (a census_sha256 is its census text's: test_demo_survey_results_file_contract).
+    pooled = survey(tmp_path, "--stack", "demo", "--ops", ",".join(ops), "--workers", "2", "--no-store", "-o", "w.json",
+                    "--json", "-")
     assert pooled.returncode == 0, pooled.stderr
-    assert json.loads(pooled.stdout)["census_sha256"] == doc["census_sha256"]
+    assert json.loads(pooled.stdout)["census_sha256"] == hashlib.sha256(wanted.encode()).hexdigest()
+    assert doc["census_sha256"] == hashlib.sha256(expected.encode()).hexdigest()
 
 
 def test_routes_listed_by_flag_gems(tmp_path, flag_gems_env):

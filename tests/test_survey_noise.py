@@ -13,6 +13,8 @@ import json
 import os
 import sys
 
+import pytest
+
 from conftest import FIXTURES, REPO_ROOT, run_cli, wrapped_python
 from flagos_doctor.results import model
 from flagos_doctor.results.verdicts import settle
@@ -104,12 +106,23 @@ def test_a_compiler_that_never_finishes_is_stopped_by_the_compile_cap(tmp_path, 
     assert "(the compile cap)" in stopped["detail"]
 
 
-def test_a_case_poisoned_by_an_earlier_case_names_it_and_the_culprit_carries_the_failure(tmp_path):
+@pytest.fixture(scope="module")
+def poison_run(tmp_path_factory):
+    """frac and trunc in one worker, in route order (sorted): frac 2d, frac 1d (leaves the
+    process poisoned), then trunc 2d raises "illegal memory access" and its worker is
+    replaced; trunc 1d passes in the new one. (folder, results document, process): read by
+    the poisoned case's test and the sticky cases' hints test, which ran this survey each."""
+    tmp = tmp_path_factory.mktemp("poison")
+    doc, done = noise_survey(tmp, "poison", "--ops", "frac,trunc", "--workers", "1")
+    return tmp, doc, done
+
+
+def test_a_case_poisoned_by_an_earlier_case_names_it_and_the_culprit_carries_the_failure(poison_run, tmp_path):
     # One worker, in route order (sorted): frac 2d, frac 1d (leaves the process poisoned),
     # then trunc 2d raises "illegal memory access" and its worker is replaced; trunc 1d
     # passes in the new one. Run again in fresh workers trunc 2d passes: without the
     # replay, FLAKY.
-    doc, done = noise_survey(tmp_path, "poison", "--ops", "frac,trunc", "--workers", "1")
+    folder, doc, done = poison_run
     victim = case(doc, "trunc", "2d-f32")
     assert victim["first_run"]["status"] == model.ERROR and "illegal memory access" in victim["first_run"]["detail"]
     assert victim["repeats"] == [model.ERROR, model.PASS, model.PASS]
@@ -131,7 +144,7 @@ def test_a_case_poisoned_by_an_earlier_case_names_it_and_the_culprit_carries_the
         "main", "main, replacing a worker lost under a case", "repeat 1, alone", "repeat 2, alone", "native", "replay"}
     assert "alone" not in json.dumps(victim["repeat_details"])
     assert unused_workers(doc) == []
-    with open(tmp_path / "poison.census", encoding="utf-8") as handle:
+    with open(folder / "poison.census", encoding="utf-8") as handle:
         census = handle.read()
     assert "frac\t1d-f32\tERROR\tkernel\n" in census and "trunc\t2d-f32\tPASS\tkernel\n" in census
     said = " ".join(done.stdout.split())
@@ -140,7 +153,7 @@ def test_a_case_poisoned_by_an_earlier_case_names_it_and_the_culprit_carries_the
     # the survey take a baseline, which a PASS does not need), and the comparison says why
     # the two records differ: H200, 5c9d6f4 vs ceb4821, native_dropout "PASS -> PASS".
     noise_survey(tmp_path, "clean", "--ops", "trunc", "--workers", "1")
-    compared = run_cli("survey", "--compare", "poison.json", "clean.json", "--fail-on", "never",
+    compared = run_cli("survey", "--compare", str(folder / "poison.json"), "clean.json", "--fail-on", "never",
                        "--json", "compare.json", "--markdown", "compare.md", env=ENV, cwd=str(tmp_path))
     assert compared.returncode == 0, compared.stderr
     with open(tmp_path / "compare.json", encoding="utf-8") as handle:
@@ -304,25 +317,27 @@ def test_a_timeout_spent_compiling_is_never_flaky():
     assert settle([model.TIMEOUT, model.TIMEOUT], excused=[0]) == model.TIMEOUT
 
 
-def test_the_cases_that_met_or_left_a_sticky_error_last_time_start_first_and_change_no_record(tmp_path):
-    # The first run (one worker, route order) finds frac [1d-f32] leaving the process
-    # poisoned and trunc [2d-f32] meeting it; given as hints (as the store's last run of the
-    # same setup is), the second run starts those two first (their repeats, alone in fresh
-    # workers, and the replacement of the worker trunc loses then start at once, not at the
-    # main phase's end), with the same records.
+def test_the_cases_that_met_or_left_a_sticky_error_last_time_start_first_and_change_no_record(poison_run, tmp_path):
+    # The first run (one worker, route order: poison_run) finds frac [1d-f32] leaving the
+    # process poisoned and trunc [2d-f32] meeting it; given as hints (as the store's last run
+    # of the same setup is), the second run starts those two first (their repeats, alone in
+    # fresh workers, and the replacement of the worker trunc loses then start at once, not at
+    # the main phase's end), with the same records.
     env = {**ENV, "TRITON_CACHE_DIR": str(tmp_path / "triton-cache")}
 
-    def run(name, *hints):
-        done = run_cli("survey", "--stack", "noisestack", "--conf", NOISE_CONF, "--spec", SPEC, "--ops", "frac,trunc",
-                       "--workers", "1", "--no-store", *hints, "-o", f"{name}.json", env=env, cwd=str(tmp_path))
-        assert done.returncode == 0, done.stderr
-        with open(tmp_path / f"{name}.json", encoding="utf-8") as handle:
-            doc = json.load(handle)
-        return doc, {(n, c["profile"]): (c["status"], c.get("poisoned"), c.get("poisoned_by"))
-                     for n, e in doc["overloads"].items() for c in e["cases"]}
+    def records_of(doc):
+        return {(n, c["profile"]): (c["status"], c.get("poisoned"), c.get("poisoned_by"))
+                for n, e in doc["overloads"].items() for c in e["cases"]}
 
-    first, records = run("first")
+    folder, first, _ = poison_run
+    records = records_of(first)
     assert first["provenance"]["runs"][-1].get("slow_first", {}).get("first", [])[:2] != ["frac/1d-f32", "trunc/2d-f32"]
-    again, records_again = run("again", "--hints", str(tmp_path / "first.json"))
+    done = run_cli("survey", "--stack", "noisestack", "--conf", NOISE_CONF, "--spec", SPEC, "--ops", "frac,trunc",
+                   "--workers", "1", "--no-store", "--hints", str(folder / "poison.json"), "-o", "again.json", env=env,
+                   cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    with open(tmp_path / "again.json", encoding="utf-8") as handle:
+        again = json.load(handle)
+    records_again = records_of(again)
     assert again["provenance"]["runs"][-1]["slow_first"]["first"][:2] == ["frac/1d-f32", "trunc/2d-f32"]
     assert records_again == records

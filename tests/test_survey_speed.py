@@ -442,16 +442,25 @@ def test_hints_from_the_store_survive_a_harness_change_but_not_another_route_set
     assert run["slow_first"]["first"] == ["neg/1d-f32"]
 
 
-def test_a_confirmation_lane_starts_another_worker_only_for_work_worth_its_start(tmp_path):
+@pytest.fixture(scope="module")
+def four_workers_run(tmp_path_factory):
+    """The fault stack's abs and floor (floor's six cases fail) with four workers and the
+    default confirmation: (its last run record, census text). Read by the lanes' test and
+    the lent workers' test below, which ran this same survey each."""
+    tmp = tmp_path_factory.mktemp("lanes")
+    done = run_cli("survey", "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,floor", "--no-store",
+                   "-o", "lent.json", "--census", "lent.census", "--workers", "4", env=FAULT_ENV, cwd=str(tmp))
+    assert done.returncode == 0, done.stderr
+    return last_run(tmp / "lent.json"), (tmp / "lent.census").read_text()
+
+
+def test_a_confirmation_lane_starts_another_worker_only_for_work_worth_its_start(four_workers_run):
     # floor's six cases fail in a millisecond each, in the main phase's workers at about the
     # same moment, while each repeat lane's first worker is still importing torch: one worker
     # runs them all long before a second could be ready. Before, a lane started a worker for
     # each task no worker was free to take (here two each; on the H200 sixteen workers for
     # 393 repeats, eight of which ran one case).
-    done = run_cli("survey", "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,floor", "--no-store",
-                   "-o", "lanes.json", "--workers", "4", env=FAULT_ENV, cwd=str(tmp_path))
-    assert done.returncode == 0, done.stderr
-    run = last_run(tmp_path / "lanes.json")
+    run, _ = four_workers_run
     assert run["confirm"]["passes"]["queued"] == [6, 6] and run["confirm"]["passes"]["started"] == [1, 1], run["confirm"]
     lanes = [w for w in run["worker_log"] if w["for"] in ("repeat 1", "repeat 2")]
     assert sorted(w["for"] for w in lanes) == ["repeat 1", "repeat 2"], run["worker_log"]  # (main workers lent help)
@@ -478,21 +487,16 @@ def test_a_lanes_expected_seconds_leave_out_the_compiling_its_caches_spare():
     assert expected_seconds({"status": "CRASH"}) is None and expected_seconds({"seconds": None}) is None
 
 
-def test_a_main_worker_with_no_task_left_takes_repeats_of_cases_it_did_not_run(tmp_path):
+def test_a_main_worker_with_no_task_left_takes_repeats_of_cases_it_did_not_run(four_workers_run, tmp_path):
     # Four main workers, floor's six cases failing: as the main phase runs out of tasks,
     # each main worker is lent to one repeat lane (in turn) and runs repeats there, while
     # the lanes' own workers still import torch. The records are those of a run whose
     # repeats all ran in the lanes' own workers, one after another (--workers 1).
-    def survey(name, workers):
-        done = run_cli("survey", "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,floor", "--no-store",
-                       "-o", f"{name}.json", "--census", f"{name}.census", "--workers", workers, env=FAULT_ENV,
-                       cwd=str(tmp_path))
-        assert done.returncode == 0, done.stderr
-        with open(tmp_path / f"{name}.census", encoding="utf-8") as handle:
-            return last_run(tmp_path / f"{name}.json"), handle.read()
-
-    lent_run, lent_census = survey("lent", "4")
-    alone_run, alone_census = survey("own", "1")
+    lent_run, lent_census = four_workers_run
+    done = run_cli("survey", "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,floor", "--no-store",
+                   "-o", "own.json", "--census", "own.census", "--workers", "1", env=FAULT_ENV, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    alone_run, alone_census = last_run(tmp_path / "own.json"), (tmp_path / "own.census").read_text()
     assert lent_census == alone_census
     assert alone_run["confirm"]["passes"]["lent"] == [0, 0]
     lent = [w for w in lent_run["worker_log"] if ", then repeat" in w["for"]]
@@ -556,9 +560,11 @@ def test_a_worker_lost_under_a_case_is_not_replaced_when_the_cases_left_end_befo
     starts = tmp_path / "starts"
     starts.mkdir()
     python = wrapped_python(tmp_path, f"  *child.worker*) if mkdir {starts}/$WRAPPED_RUN 2>/dev/null; then sleep 3; else sleep 6; fi ;;")
-    args = ("survey", "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,erf,expm1,floor,ceil,cosh",
+    args = ("survey", "--stack", "faultstack", "--conf", FAULT_CONF, "--ops", "abs,erf,floor,ceil,cosh",
             "--workers", "2", "--repeats", "0", "--baseline", "none", "--no-store", "--python", str(python))
-    env = {**FAULT_ENV, "FLAGOS_DOCTOR_FORK": "0"}  # the --python sees each worker's start
+    # the --python sees each worker's start; no flag_gems-bound op, so no worker imports it
+    # (a second of each spawned worker's start, beside the 3 or 6 s the --python holds it)
+    env = {**FAULT_ENV_WITHOUT_GEMS, "FLAGOS_DOCTOR_FORK": "0"}
     first = run_cli(*args, "-o", "first.json", "--census", "first.census", env={**env, "WRAPPED_RUN": "1"},
                     cwd=str(tmp_path))
     assert first.returncode == 0, first.stderr  # floor, ceil and cosh fail: verdicts, not an error
