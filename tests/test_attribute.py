@@ -21,8 +21,10 @@ def surveys(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("attribute")
     env = FAULT_ENV
     for stack, name in (("faultstack", "a.json"), ("kernelstack", "b.json")):
+        # No repeats: attribution reads each case's status, route and native baseline (kept),
+        # never a repeat; the faultstack's repeats were two rounds of fresh workers importing flag_gems.
         done = run_cli("survey", "--stack", stack, "--conf", FAULT_CONF, "--ops", OPS, "--no-store", "-q",
-                       "-o", name, env=env, cwd=str(tmp))
+                       "--repeats", "0", "-o", name, env=env, cwd=str(tmp))
         with open(tmp / name, encoding="utf-8") as handle:
             statuses = {case["status"] for entry in json.load(handle)["overloads"].values() for case in entry["cases"]}
         # exit 1 exactly when a case crashed or timed out (faultstack's trunc does)

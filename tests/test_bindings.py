@@ -49,6 +49,18 @@ def build(tmp_path_factory):
     return package
 
 
+@pytest.fixture(scope="module")
+def installed_check(build, tmp_path_factory):
+    """The static check of the ready build installed as a plain folder, run as the survey runs
+    it (:func:`bindings.check_in_child`: ``static_check()`` in a fresh interpreter that imports
+    the real flag_gems 5.0.2). One child for every test of that one setup: the lookup against
+    5.0.2, the installed build's check, the survey's child and the summary."""
+    db = tmp_path_factory.mktemp("installed-check") / "flaggems.db"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(build), REPO_ROOT]), "GEMS_VENDOR": "nvidia",
+           "FLAGGEMS_DB_URL": f"sqlite:///{db}"}
+    return bindings.check_in_child(sys.executable, env)
+
+
 def child(code: str, tmp_path, fg4: bool = False, path: str | None = None) -> dict:
     """Run ``code`` (which prints one JSON value) in a fresh interpreter with flag_gems importable."""
     pythonpath = [p for p in (FG4 if fg4 else None, path, REPO_ROOT) if p]
@@ -87,13 +99,16 @@ print(json.dumps({{"missing": missing, "routes": sorted(o for o in routed if map
 """
 
 
-def test_lookup_against_flag_gems_5_0_2(source, build, tmp_path):
-    found = child(LOOKUP.format(library=bindings.library_of(build), source=source, conf=FLAGGEMS_CONF), tmp_path)
-    missing = found["missing"]
-    assert len(missing) == 96 and len(found["routes"]) == 72
+def test_lookup_against_flag_gems_5_0_2(source, installed_check):
+    # The installed build's static check is this lookup, made in its child against 5.0.2:
+    # missing_functions of every call the build's library names (LOOKUP's, made for 4.2.0 below).
+    missing = installed_check["missing"]
+    mapping = bindings.binding_map(source)
+    routes = sorted(o for o in conf.select(conf.parse_conf(FLAGGEMS_CONF), "flagos_python") if mapping[o] in missing)
+    assert len(missing) == 96 and len(routes) == 72
     assert missing["flag_gems.ops.log1p.log1p"] == "AttributeError: module 'flag_gems.ops' has no attribute 'log1p'"
     assert "flag_gems.ops.abs.abs" not in missing and "flag_gems.ops.expm1.expm1" not in missing
-    assert "log1p" in found["routes"] and "abs" not in found["routes"]
+    assert "log1p" in routes and "abs" not in routes
 
 
 @needs_fg4
@@ -110,8 +125,8 @@ print(json.dumps(bindings.static_check()))
 """
 
 
-def test_static_check_of_an_installed_build(build, tmp_path):
-    found = child(STATIC, tmp_path, path=os.path.dirname(build))
+def test_static_check_of_an_installed_build(build, installed_check):
+    found = installed_check  # static_check() in a child whose path holds the build's folder
     assert found["library"] == bindings.library_of(build)
     assert found["calls"] == 402 and len(found["missing"]) == 96
     assert "overloads" not in found  # a plain folder: no source beside it to map overloads
@@ -162,28 +177,24 @@ def test_fault_stack_survey_under_flag_gems_4_2_0(tmp_path):
     assert "2 overloads call functions flag_gems 4.2.0 lacks" in " ".join(done.stdout.split())
 
 
-def test_the_survey_runs_the_check_in_a_child_of_its_own(build, tmp_path):
+def test_the_survey_runs_the_check_in_a_child_of_its_own(installed_check, tmp_path):
     """What ``survey`` records as ``provenance.flag_gems_bindings`` when torch_fl is there."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(build), REPO_ROOT]), "GEMS_VENDOR": "nvidia",
-           "FLAGGEMS_DB_URL": f"sqlite:///{tmp_path}/flaggems.db"}
-    found = bindings.check_in_child(sys.executable, env)
+    found = installed_check  # check_in_child with the build's folder on the path
     assert found["calls"] == 402 and len(found["missing"]) == 96
-    env["PYTHONPATH"] = REPO_ROOT
+    env = {**os.environ, "PYTHONPATH": REPO_ROOT, "GEMS_VENDOR": "nvidia", "FLAGGEMS_DB_URL": f"sqlite:///{tmp_path}/flaggems.db"}
     assert bindings.check_in_child(sys.executable, env) is None
     broken = bindings.check_in_child(str(tmp_path / "no-python"), env)
     assert broken["error"].startswith("FileNotFoundError")
 
 
-def test_the_summary_shows_the_static_check(build, tmp_path):
+def test_the_summary_shows_the_static_check(installed_check):
     """A results document carrying the real check of the 1adbc97 build, rendered as the survey ends."""
     from rich.console import Console
 
     from flagos_doctor.results import document as results
     from flagos_doctor.survey import progress
 
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(build), REPO_ROOT]), "GEMS_VENDOR": "nvidia",
-           "FLAGGEMS_DB_URL": f"sqlite:///{tmp_path}/flaggems.db"}
-    check = bindings.check_in_child(sys.executable, env)
+    check = json.loads(json.dumps(installed_check))  # a copy: the fixture's run is shared
     doc = results.build({"stack": "torch_fl", "flag_gems": "5.0.2", "flag_gems_bindings": check}, {}, [], {})
     console = Console(record=True, width=400)
     progress.show_summary(doc, console, "r.json")

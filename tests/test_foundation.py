@@ -210,8 +210,20 @@ def _demo(env_extra):
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
 
 
-def test_demo_stack_runs_kernels_and_aliases_cuda():
-    out, stderr = _demo({"FLAGOS_LOG_DISPATCH": "1", "FLAGOS_LOG_FALLBACK": "1"})
+@pytest.fixture(scope="module")
+def demo_logged():
+    """One child of the demo stack with its dispatch and fallback logs on: DEMO_CHECK, then
+    ALIAS_FORMS (the logs go to stderr only); their two outputs and the child's stderr."""
+    env = dict(os.environ, FLAGOS_LOG_DISPATCH="1", FLAGOS_LOG_FALLBACK="1")
+    proc = subprocess.run([sys.executable, "-c", DEMO_CHECK + ALIAS_FORMS], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    check, forms = (json.loads(line) for line in proc.stdout.strip().splitlines()[-2:])
+    return check, forms, proc.stderr
+
+
+def test_demo_stack_runs_kernels_and_aliases_cuda(demo_logged):
+    out, _, stderr = demo_logged
     assert out["device"] == "flagos:0"
     assert out["abs_ok"] and out["erf_ok"]
     assert out["remainder_scalar_ok"]  # a Scalar turned wrapped-number tensor survives the fallback
@@ -282,10 +294,8 @@ print(json.dumps({"forms": {k: str(v) for k, v in forms.items()}, "stream": stre
 """
 
 
-def test_demo_alias_covers_what_torch_fls_covers_and_no_more():
-    proc = subprocess.run([sys.executable, "-c", ALIAS_FORMS], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+def test_demo_alias_covers_what_torch_fls_covers_and_no_more(demo_logged):
+    _, out, _ = demo_logged  # ALIAS_FORMS, run after DEMO_CHECK in the same demo child
     assert out["forms"] == {form: "flagos:0" if form != "torch.device" else "flagos" for form in out["forms"]}
     assert len(out["forms"]) == 9 and out["isinstance"]
     assert out["stream"] == "RuntimeError"  # torch.cuda's own calls are not the alias's

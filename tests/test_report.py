@@ -55,7 +55,7 @@ def demo_report(tmp_path_factory):
     a = write(tmp, "a.json", results(BEFORE))
     env = dict(SECRETS)
     done = run_cli("report", "--stack", "demo", "--survey", survey, "--compare", a, survey,
-                   "--json", str(tmp / "bundle.json"), "--markdown", str(tmp / "report.md"), env=env,
+                   "--json", "bundle.json", "--markdown", "report.md", env=env,
                    cwd=str(tmp))  # as a user runs it: flagos_doctor not in the working folder
     return done, json.loads((tmp / "bundle.json").read_text()), (tmp / "report.md").read_text()
 
@@ -81,6 +81,16 @@ def test_report_with_flag_gems_and_triton(demo_report):
         assert f"not found: {tool}" in text
     for field in fields:
         assert f"| {field} |" in text
+
+
+def test_report_says_what_it_does_and_what_it_wrote(demo_report):
+    # (issue 27's friction, once a report of its own in tests/test_hardening2.py); both files
+    # were written: the fixture read them.
+    done, _, _ = demo_report
+    assert done.returncode == 0, done.stderr
+    steps = [line for line in done.stderr.splitlines() if line.startswith("flagos-doctor: report: ")]
+    assert any("environment" in step for step in steps) and any("probing" in step for step in steps)
+    assert "flagos-doctor: report: Markdown report written to report.md" in done.stderr
 
 
 def test_report_never_prints_secrets(demo_report):

@@ -173,14 +173,16 @@ def document(*args, store):
 
 def test_different_collected_sets_reported_before_totals(project, tmp_path):
     xml = project["xml"]
-    result = compare(xml["base"], xml["added"], store=tmp_path)
+    # One run, every view: the terminal's on stdout (no file took it), the JSON and the Markdown in files.
+    result = compare(xml["base"], xml["added"], "--json", str(tmp_path / "c.json"), "--markdown", str(tmp_path / "c.md"),
+                     store=tmp_path)
     assert result.returncode == 0, result.stderr  # a new file of passing tests regresses nothing
     out = result.stdout
     assert "Collected sets DIFFER: 0 only in A, 3 only in B" in out
     assert out.index("Collected sets DIFFER") < out.index("Totals") < out.index("Transitions")
     assert "tests/test_extra.py" in out and "new in B" in out
 
-    doc, code = document(xml["base"], xml["added"], store=tmp_path)
+    doc = json.loads((tmp_path / "c.json").read_text())
     assert doc["schema"] == "flagos-doctor/suite-compare/1"
     coll = doc["collection"]
     assert not coll["same"] and coll["only_a"]["count"] == 0 and coll["common"] == 12
@@ -195,7 +197,7 @@ def test_different_collected_sets_reported_before_totals(project, tmp_path):
         "collected sets differ (A 12, B 15): 3 only in B, all in tests/test_extra.py (new in B); "
         "A: 1 failed / 9 passed / 1 skipped / 1 xfailed; B: 1 / 12 / 1 / 1; on the 12 tests both ran:")
 
-    markdown = compare(xml["base"], xml["added"], "--markdown", "-", store=tmp_path).stdout
+    markdown = (tmp_path / "c.md").read_text()
     assert markdown.index("#### Collected sets") < markdown.index("#### Totals")
     assert "`tests/test_extra.py` | 3 | 3 passed | new in B" in markdown
 
@@ -228,18 +230,20 @@ def test_fix_and_rename_exit_0(project, tmp_path):
 
 def test_regression_exit_1_listed_first(project, tmp_path):
     xml = project["xml"]
-    doc, code = document(xml["base"], xml["broken"], store=tmp_path)
+    # One run, every view: the terminal's on stdout (no file took it), the JSON and the Markdown in files.
+    terminal = compare(xml["base"], xml["broken"], "--json", str(tmp_path / "c.json"), "--markdown",
+                       str(tmp_path / "c.md"), store=tmp_path)
+    doc, code = json.loads((tmp_path / "c.json").read_text()), terminal.returncode
     assert code == 1
     kinds = [t["kind"] for t in doc["transitions"]]
     assert kinds == ["regression", "regression", "fix"]
     assert [t["test"] for t in doc["transitions"][:2]] == [
         "tests/test_core.py::TestDiv::test_div", "tests/test_core.py::TestDiv::test_div_exact[4-2]"]
     assert doc["regressions"] == 2
-    terminal = compare(xml["base"], xml["broken"], store=tmp_path)
     assert terminal.returncode == 1
     assert terminal.stdout.index("regression") < terminal.stdout.index("fix ")
     assert compare(xml["base"], xml["broken"], "--fail-on", "never", store=tmp_path).returncode == 0
-    markdown = compare(xml["base"], xml["broken"], "--markdown", "-", store=tmp_path).stdout
+    markdown = (tmp_path / "c.md").read_text()
     assert "| regression | `tests/test_core.py::TestDiv::test_div` | passed | failed |" in markdown
 
 
@@ -249,7 +253,10 @@ def test_flaky_reported_apart(project, tmp_path):
     assert code == 1 and doc["transitions"][0]["test"] == "tests/test_core.py::test_network"
     flaky = tmp_path / "flaky.txt"
     flaky.write_text("tests/test_core.py::test_network  # the network\ntests/test_gone.py::test_x\n")
-    doc, code = document(xml["broken"], xml["broken-flaky"], "--flaky", str(flaky), store=tmp_path)
+    # One run for the JSON (in a file) and the terminal's view (on stdout).
+    out = compare(xml["broken"], xml["broken-flaky"], "--flaky", str(flaky), "--json", str(tmp_path / "c.json"),
+                  store=tmp_path)
+    doc, code = json.loads((tmp_path / "c.json").read_text()), out.returncode
     assert code == 0
     assert doc["transitions"] == [] and doc["regressions"] == 0
     [entry] = doc["flaky"]["transitions"]
@@ -257,8 +264,7 @@ def test_flaky_reported_apart(project, tmp_path):
     assert "connection reset" in entry["message"]
     assert doc["flaky"]["unmatched"] == ["tests/test_gone.py::test_x"]
     assert doc["verdict"].endswith("0 regressions, 0 fixes, 1 flaky apart")
-    out = compare(xml["broken"], xml["broken-flaky"], "--flaky", str(flaky), store=tmp_path).stdout
-    assert "Flaky, reported apart" in out
+    assert "Flaky, reported apart" in out.stdout
 
 
 def test_file_that_did_not_collect(project, tmp_path):
