@@ -2,9 +2,8 @@
 documented functions on real source files written here (the branch a read decides, the code
 it kept from running, Triton's backends asked again, torch_fl's vendor test, what a name
 holds); ``collect``'s through the probe on ``tests/fixtures/probe_stacks/decisionstack`` (a second
-a run; the cases whose reads sit on lines of their own share one). The real runs (the seed bug,
-the real torch_fl) are in tests/test_explain_chains.py and tests/test_torch_fl_real.py;
-scripts/mutation runs these first."""
+each). The real runs (the seed bug, the real torch_fl) are in tests/test_explain_chains.py
+and tests/test_torch_fl_real.py; scripts/mutation runs these first."""
 
 from __future__ import annotations
 
@@ -422,28 +421,8 @@ def test_collect_asks_tritons_backends_again_where_tritons_driver_read_the_answe
     assert driver["decision"]["is_active"]["nvidia"] is other
 
 
-@pytest.fixture(scope="module")
-def readers():
-    """One probe run, its exercise on, of the cases whose reads sit on lines of their own
-    (called, through, stored, one-line, skips-write, exercised): ``collect``'s records."""
-    return collected("called", "through", "stored", "one-line", "skips-write", "exercised", exercise=True)
-
-
-READERS = ("# decides itself", "# hands the answer to its caller", "# kept in a name", "(decides and returns)",
-           "# chooses a write", "# the exercise's call")
-
-
-def only_guard_and_readers(readers: list[dict]) -> dict:
-    """The records of ``readers`` by line, asserted first to be the guard's and one for each
-    reader's line, and no other."""
-    expected = [GUARD, *(("decisionstack/__init__.py", line_of("decisionstack", text)) for text in READERS)]
-    assert sorted((entry["file"], entry["line"]) for entry in readers) == sorted(expected)
-    return {entry["line"]: entry for entry in readers}
-
-
-def test_collect_hands_only_a_read_returned_as_it_is_to_its_callers_test(readers):
-    by_line = only_guard_and_readers(readers)
-    called, native = (by_line[line_of("decisionstack", text)] for text in READERS[:2])
+def test_collect_hands_only_a_read_returned_as_it_is_to_its_callers_test():
+    guard, called, native = collected("called", "through")
     assert called["line"] == line_of("decisionstack", "# decides itself") and "through" not in called["decision"]
     caller = line_of("decisionstack", "# the caller's test")
     assert native["line"] == line_of("decisionstack", "# hands the answer to its caller")
@@ -451,9 +430,8 @@ def test_collect_hands_only_a_read_returned_as_it_is_to_its_callers_test(readers
     assert native["decision"]["through"] == {"function": "_native", "file": "decisionstack/__init__.py", "line": caller}
 
 
-def test_collect_hands_no_read_kept_in_a_name_or_deciding_itself_to_its_caller(readers):
-    by_line = only_guard_and_readers(readers)
-    stored, one_line = (by_line[line_of("decisionstack", text)] for text in READERS[2:4])
+def test_collect_hands_no_read_kept_in_a_name_or_deciding_itself_to_its_caller():
+    guard, stored, one_line = collected("stored", "one-line")
     assert stored["line"] == line_of("decisionstack", "# kept in a name")
     assert stored["decision"]["evaluated"] is False and "through" not in stored["decision"]
     assert one_line["line"] == line_of("decisionstack", "(decides and returns)")
@@ -461,15 +439,16 @@ def test_collect_hands_no_read_kept_in_a_name_or_deciding_itself_to_its_caller(r
     assert one_line["decision"]["statement_line"] == one_line["line"]
 
 
-def test_collect_keeps_a_returned_read_no_stack_code_called_as_its_own(readers):
+def test_collect_keeps_a_returned_read_no_stack_code_called_as_its_own():
     # the probe's exercise calls the replaced current_device: above the reader, only the
     # doctor's own frames, so there is no caller's test to hand the answer to
-    reader = only_guard_and_readers(readers)[line_of("decisionstack", "# the exercise's call")]
+    entries = collected("exercised", exercise=True)
+    (reader,) = [e for e in entries if e["line"] == line_of("decisionstack", "# the exercise's call")]
     assert reader["decision"]["evaluated"] is False and "through" not in reader["decision"]
 
 
-def test_collect_says_what_each_write_a_read_skipped_holds_now(readers):
-    choice = only_guard_and_readers(readers)[line_of("decisionstack", READERS[4])]
+def test_collect_says_what_each_write_a_read_skipped_holds_now():
+    (guard, choice) = collected("skips-write")
     (write,) = choice["decision"]["skipped"]["writes"]
     skipped = "synchronize" if choice["decision"]["test_now"] is False else "ipc_collect"
     assert write["name"] == f"torch.cuda.{skipped}"
