@@ -5,7 +5,7 @@ the same census, real crashes (a null read, ``os.abort()``), a hang and a sticky
 recorded alike; a survey killed with SIGKILL leaves neither the server nor a worker behind; a
 server that dies while importing leaves the survey to spawn its workers, and says so. And
 which stacks are forked at all: each built-in keeps its own import order (torch_fl never),
-the variable speaks only for a module stack.
+the variable speaks only for a module stack. A forked worker finds the preload frozen.
 """
 
 from __future__ import annotations
@@ -159,3 +159,30 @@ def test_each_stack_keeps_its_own_import_order_and_the_variable_speaks_for_those
         else:
             monkeypatch.setenv(forkserver.FORK_VAR, given)
         assert {name: forkserver.preload(choice) for name, choice in {**own, "faultstack": module}.items()} == expected
+
+
+def test_a_forked_worker_finds_the_preload_frozen_and_collects_only_its_own_objects(tmp_path):
+    # gc.freeze() in the server after its preload: a collection in the worker never walks
+    # (and writes to, so copies) the pages it shares with the server; what the worker makes
+    # itself is collected as in any process.
+    from flagos_doctor.survey import forkserver
+
+    (tmp_path / "gcreport.py").write_text(
+        "import gc, json\n"
+        "class Cycle:\n"
+        "    pass\n"
+        "a, b = Cycle(), Cycle()\n"
+        "a.other, b.other = b, a\n"
+        "del a, b\n"
+        "print(json.dumps({'frozen': gc.get_freeze_count(), 'collected': gc.collect()}))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), checkout_first(os.environ.get("PYTHONPATH"))])}
+    server = forkserver.ForkServer(sys.executable, env, ("json",), forkserver.LAZY_VARS)
+    try:
+        with open(tmp_path / "out.txt", "wb") as out:
+            worker = server.fork(env, {1: out.fileno()}, "gcreport")
+            assert worker.wait(timeout=60) == 0
+        assert server.preloaded == ["json"]
+    finally:
+        server.close()
+    report = json.loads((tmp_path / "out.txt").read_text())
+    assert report["frozen"] > 0 and report["collected"] >= 2, report
