@@ -323,8 +323,6 @@ def test_the_cases_that_met_or_left_a_sticky_error_last_time_start_first_and_cha
     # of the same setup is), the second run starts those two first (their repeats, alone in
     # fresh workers, and the replacement of the worker trunc loses then start at once, not at
     # the main phase's end), with the same records.
-    env = {**ENV, "TRITON_CACHE_DIR": str(tmp_path / "triton-cache")}
-
     def records_of(doc):
         return {(n, c["profile"]): (c["status"], c.get("poisoned"), c.get("poisoned_by"))
                 for n, e in doc["overloads"].items() for c in e["cases"]}
@@ -332,12 +330,8 @@ def test_the_cases_that_met_or_left_a_sticky_error_last_time_start_first_and_cha
     folder, first, _ = poison_run
     records = records_of(first)
     assert first["provenance"]["runs"][-1].get("slow_first", {}).get("first", [])[:2] != ["frac/1d-f32", "trunc/2d-f32"]
-    done = run_cli("survey", "--stack", "noisestack", "--conf", NOISE_CONF, "--spec", SPEC, "--ops", "frac,trunc",
-                   "--workers", "1", "--no-store", "--hints", str(folder / "poison.json"), "-o", "again.json", env=env,
-                   cwd=str(tmp_path))
-    assert done.returncode == 0, done.stderr
-    with open(tmp_path / "again.json", encoding="utf-8") as handle:
-        again = json.load(handle)
+    again, _ = noise_survey(tmp_path, "again", "--ops", "frac,trunc", "--workers", "1", "--hints",
+                            str(folder / "poison.json"))
     records_again = records_of(again)
     assert again["provenance"]["runs"][-1]["slow_first"]["first"][:2] == ["frac/1d-f32", "trunc/2d-f32"]
     assert records_again == records
