@@ -28,6 +28,8 @@ FAULT_ENV = {
 #: For surveys of the fault stack that select neither of its flag_gems-bound ops (log1p,
 #: expm1): its workers skip flag_gems' import (tests/fixtures/faultstack.py's setup).
 FAULT_ENV_WITHOUT_GEMS = {**FAULT_ENV, "FAULTSTACK_GEMS": "0"}
+#: For probes whose compile step (a real torch.compile in the child) no assertion reads.
+NO_PROBE_COMPILE = {"FLAGOS_DOCTOR_PROBE_COMPILE": "0"}
 CONFS = os.path.join(SHARED, "torch-fl-confs")
 #: Two committed H200 surveys of one conf at torch_fl 5c9d6f4 and ceb4821: compared in that
 #: order four overloads are fixed, the other way round four regress.

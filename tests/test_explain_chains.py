@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import REPO_ROOT, run_cli
+from conftest import NO_PROBE_COMPILE, REPO_ROOT, run_cli
 from flagos_doctor.errors import EXIT_CAUSE
 from test_explain import EXPLAIN, explain, run_cli_bare
 
@@ -22,8 +22,6 @@ SEED_BUG = {"FLAGOS_DEMO_SEED_BUG": "1"}
 #: CPU-s with it, 7.6 without). Off, the kernels are generated scalar; no assertion here is on
 #: vectorised code, and the outputs are still compared with eager's and CPU's.
 NO_VEC_ISA = {"TORCHINDUCTOR_VEC_ISA_OK": "0"}
-#: For ``report``: its probe without the ``torch.compile`` step (as tests/test_stacks.py's).
-NO_PROBE_COMPILE = {"FLAGOS_DOCTOR_PROBE_COMPILE": "0"}
 DEMO = os.path.join(REPO_ROOT, "flagos_doctor", "demo", "__init__.py")
 
 

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import REPO_ROOT, find_python, run_cli
+from conftest import NO_PROBE_COMPILE, REPO_ROOT, find_python, run_cli
 from flagos_doctor.options import ProbeOptions
 from flagos_doctor import output
 from flagos_doctor.probe.formats import markdown, terminal  # noqa: F401  (terminal registers the view)
@@ -27,7 +27,7 @@ def probe(monkeypatch_env: dict | None = None, **options) -> dict:
     """Run the probe on a fixture stack (no compile step) and return its document."""
     saved = dict(os.environ)
     os.environ["PYTHONPATH"] = os.pathsep.join([STACKS, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    os.environ["FLAGOS_DOCTOR_PROBE_COMPILE"] = "0"
+    os.environ.update(NO_PROBE_COMPILE)
     os.environ.update(monkeypatch_env or {})
     try:
         return run_probe(ProbeOptions(**options))
@@ -418,7 +418,7 @@ def test_probe_outputs_never_print_secrets(tmp_path):
         "import torch\n"
     )
     md = tmp_path / "probe.md"
-    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]), "FLAGOS_DOCTOR_PROBE_COMPILE": "0"}
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]), **NO_PROBE_COMPILE}
     result = run_cli("probe", "--import", "secretstack", "--no-exercise", "--json", "-", "--markdown", str(md), env=env)
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
