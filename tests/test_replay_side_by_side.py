@@ -102,8 +102,7 @@ def noise_config(tmp_path_factory):
         patch.setenv("NOISESTACK_COMPILE_SLEEP", "0")
         config = WorkerConfig(python=sys.executable, stack="noisestack", device=None, spec=SPEC, conf=None,
                               backend="flagos_python", timeout=60, scratch=str(tmp))
-        config.forks = forkserver.ForkServers(config.resolved.fork_after,
-                                              forkserver.LAZY_VARS | {config.resolved.visible_devices_var})
+        config.forks = forkserver.ForkServers.for_stack(config.resolved)
         try:
             yield config
         finally:

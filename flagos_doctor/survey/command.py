@@ -216,8 +216,7 @@ def _run(options: SurveyOptions) -> int:
         log=pool_module.WorkerLog(),
     )
     # Its workers forked from one import of what the stack allows first (survey/forkserver.py).
-    config.forks = forkserver.ForkServers(config.resolved.fork_after,
-                                          forkserver.LAZY_VARS | {config.resolved.visible_devices_var})
+    config.forks = forkserver.ForkServers.for_stack(config.resolved)
     # One survey at a time writes a results file and its journal.
     with lock.hold(options.output or default_output(options.stack), "--output"):
         choice = sizing.choose(options.workers, sizing.Machine.here(), options.stack,

@@ -217,6 +217,12 @@ class ForkServers:
         self._servers: list[ForkServer] = []
         self.spawned = 0
 
+    @classmethod
+    def for_stack(cls, stack) -> "ForkServers":
+        """The fork servers of a survey of ``stack`` (resolved: :attr:`.pool.WorkerConfig.resolved`):
+        its visible-devices variable, set per worker, is lazy too (module doc)."""
+        return cls(stack.fork_after, LAZY_VARS | {stack.visible_devices_var})
+
     def launch(self, python: str, module: str, env: dict[str, str], fds: dict[int, int]) -> ForkedProcess | None:
         """``module`` forked with ``env`` and ``fds`` (its number -> ours); None: the caller
         spawns it (another environment, forking off or unavailable), counted as spawned."""
