@@ -55,7 +55,8 @@ def test_writes():
 
 def test_fails():
     knobs.flag = 2
-    assert knobs.flag == 3
+    if knobs.flag != 3:
+        pytest.fail("flag is not 3")  # pytest's own frame, innermost
 
 
 def test_setup_error(broken):
@@ -134,10 +135,16 @@ def test_each_failed_phase_is_a_failure_naming_its_test_and_phase(run):
                       ("test", node("test_teardown_error"), "teardown"), ("test", node("test_unprintable"), "call"),
                       ("test", node("test_strict_xpass"), "call")]
     by_test = {f["test"]: f for f in document["failures"]}
-    assert by_test[node("test_fails")]["error"].startswith("AssertionError: assert 2 == 3")
+    assert by_test[node("test_fails")]["error"] == "Failed: flag is not 3"
     assert by_test[node("test_setup_error")]["error"] == "RuntimeError: fixture broke"
-    assert by_test[node("test_setup_error")]["traceback"][-1]["function"] == "broken"
-    assert by_test[node("test_teardown_error")]["traceback"][-1]["function"] == "bad_teardown"
+    # Each starts at the test's own code (the test, the fixture that raised): pytest's and
+    # pluggy's frames that ran it are left out, pytest's own inside the test kept.
+    functions = {name: [(frame["file"], frame["function"]) for frame in by_test[node(name)]["traceback"]]
+                 for name in ("test_fails", "test_setup_error", "test_teardown_error", "test_unprintable")}
+    assert functions["test_fails"] == [(FILE, "test_fails"), ("_pytest/outcomes.py", "__call__")]
+    assert functions["test_setup_error"] == [(FILE, "broken")]
+    assert functions["test_teardown_error"] == [(FILE, "bad_teardown")]
+    assert functions["test_unprintable"] == [(FILE, "test_unprintable")]
     # an exception whose str() raises is still a failure, said as Python's traceback says it
     assert by_test[node("test_unprintable")]["error"] == "Unprintable: <exception str() failed>"
     # a phase that failed without an exception: pytest's own words

@@ -4,16 +4,32 @@ Loaded only for an ``explain`` run, through pytest's own plugin mechanism (the p
 this module to ``PYTEST_PLUGINS``). It does nothing unless :mod:`.startup` installed the
 watch in this process; pytest-xdist's workers have one each, and their records name the
 worker (``gw0``...).
-Records: ``failure`` (``kind: test``) and ``test``, as :mod:`.startup` lists them.
+Records: ``failure`` (``kind: test``) and ``test``, as :mod:`.startup` lists them. A test's
+failure starts at its own code (the test, or the fixture that raised): pytest's and pluggy's
+frames that ran it are left out, as pytest's own report leaves them; frames of theirs inside
+the test (``pytest.fail``) stay.
 """
 
 from __future__ import annotations
 
 import os
 
+import _pytest
+import pluggy
 import pytest
 
 from flagos_doctor.explain import startup
+
+#: Where pytest's runner and pluggy's hook calls live: the outer frames of every test's traceback.
+RUNNER_DIRS = tuple(os.path.dirname(os.path.abspath(module.__file__)) + os.sep for module in (_pytest, pluggy))
+
+
+def from_the_tests_code(tb):
+    """``tb`` from its first frame outside pytest's and pluggy's code (``tb`` when every frame is theirs)."""
+    first = tb
+    while first is not None and os.path.abspath(first.tb_frame.f_code.co_filename).startswith(RUNNER_DIRS):
+        first = first.tb_next
+    return first or tb
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -49,7 +65,7 @@ def pytest_runtest_makereport(item, call):
     if report.failed:
         try:
             if call.excinfo is not None:
-                watch.failure("test", call.excinfo.value, call.excinfo.tb, test=item.nodeid, when=report.when, **worker)
+                watch.failure("test", call.excinfo.value, from_the_tests_code(call.excinfo.tb), test=item.nodeid, when=report.when, **worker)
             else:  # failed without raising (a strict xfail's pass): pytest's words ("" when none)
                 said = report.longreprtext.strip().splitlines()
                 watch.failure("test", None, None, said[0] if said else "failed", test=item.nodeid,
