@@ -28,8 +28,20 @@ FAULT_ENV = {
 #: For surveys of the fault stack that select neither of its flag_gems-bound ops (log1p,
 #: expm1): its workers skip flag_gems' import (tests/fixtures/faultstack.py's setup).
 FAULT_ENV_WITHOUT_GEMS = {**FAULT_ENV, "FAULTSTACK_GEMS": "0"}
-#: For probes whose compile step (a real torch.compile in the child) no assertion reads.
-NO_PROBE_COMPILE = {"FLAGOS_DOCTOR_PROBE_COMPILE": "0"}
+#: For a probe or report whose compile step (a real torch.compile in the probe's child) an
+#: assertion reads: the session turns the step off for the rest (below).
+PROBE_COMPILE = {"FLAGOS_DOCTOR_PROBE_COMPILE": "1"}
+
+
+def shell_env() -> dict:
+    """This environment as a user's fresh shell has it, for the docs' and the README's
+    commands run as written: without the session's ``PYTHONPATH`` and its probe setting."""
+    env = dict(os.environ)
+    for name in ("PYTHONPATH", *PROBE_COMPILE):
+        env.pop(name, None)
+    return env
+
+
 CONFS = os.path.join(SHARED, "torch-fl-confs")
 #: Two committed H200 surveys of one conf at torch_fl 5c9d6f4 and ceb4821: compared in that
 #: order four overloads are fixed, the other way round four regress.
@@ -59,6 +71,11 @@ def checkout_first(pythonpath: str | None) -> str:
 # flagos_doctor`` themselves (a pipe to /dev/full, taskset, a Popen to kill) found an
 # editable install of another clone, or none. run_cli does the same for the env it is given.
 os.environ["PYTHONPATH"] = checkout_first(os.environ.get("PYTHONPATH"))
+# A test's ``python`` and ``flagos-doctor`` are the interpreter running the tests and its
+# entry point, wherever the clone lives: through a version manager's shim (pyenv's) the
+# interpreter follows the folder's ``.python-version``, and each call costs 35 shell processes.
+_BIN = os.path.dirname(sys.executable)
+os.environ["PATH"] = os.pathsep.join([_BIN, *(p for p in os.environ.get("PATH", "").split(os.pathsep) if p != _BIN)])
 # The tests' outputs are the same wherever they run: on a GitHub runner the compare's GitHub
 # mode would otherwise add annotations to every pinned stdout (test_compare_github.py turns it on).
 for _github in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY"):
@@ -98,6 +115,10 @@ if not NESTED:
     # (survey/forkserver.py). torch_fl keeps spawning (its own choice); the spawned path is
     # held by its tests and by each FLAGOS_DOCTOR_FORK=0 arm in tests/test_forkserver.py.
     os.environ.setdefault("FLAGOS_DOCTOR_FORK", "torch")
+    # The probe's compile step (a dynamo import and a compile: 2 CPU-s in each probe, report
+    # and explain's report) runs where a test reads it (PROBE_COMPILE), and in the docs' and
+    # the README's commands, run as written (tests/test_doc_blocks.py, tests/test_readme.py).
+    os.environ.setdefault("FLAGOS_DOCTOR_PROBE_COMPILE", "0")
 
 
 def wrapped_python(folder, cases: str) -> str:

@@ -14,7 +14,7 @@ import os
 import pytest
 
 import test_probe
-from conftest import FIXTURES, NO_PROBE_COMPILE, run_cli
+from conftest import FIXTURES, run_cli
 from flagos_doctor.probe import causes
 from flagos_doctor.probe.findings import judge
 
@@ -24,7 +24,7 @@ STACKS = os.path.join(FIXTURES, "probe_stacks")
 def probe(tmp_path, *imports, env=None):
     out = tmp_path / "probe.json"
     done = run_cli("probe", *(a for name in imports for a in ("--import", name)), "--no-exercise", "-q",
-                   "--json", str(out), env={"PYTHONPATH": STACKS, **NO_PROBE_COMPILE, **(env or {})})
+                   "--json", str(out), env={"PYTHONPATH": STACKS, **(env or {})})
     assert out.exists(), done.stderr[-3000:]
     return done, json.loads(out.read_text())
 

@@ -33,7 +33,7 @@ import tempfile
 
 import pytest
 
-from conftest import REPO_ROOT, SHARED, real_torch_fl
+from conftest import REPO_ROOT, SHARED, real_torch_fl, shell_env
 from test_readme import GPU_MARK, expected_exit, fenced_blocks, shell_lines, shown_in, without_installs
 
 EXCERPT_MARK = "# excerpt of "
@@ -131,8 +131,7 @@ def test_the_pages_have_blocks_to_run_and_marked_blocks():
 def test_block_runs_as_written(tmp_path, page, index, block):
     before = checkout_status()
     clone = clean_folder(tmp_path)
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)  # the user's shell has none of the test run's
+    env = shell_env()
     env["PATH"] = os.pathsep.join([str(shims(tmp_path)), env.get("PATH", "")])
     env["FLAGOS_DOCTOR_STORE"] = str(clone / "store")
     for command, shown in block:

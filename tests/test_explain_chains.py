@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import NO_PROBE_COMPILE, REPO_ROOT, run_cli
+from conftest import REPO_ROOT, run_cli
 from flagos_doctor.errors import EXIT_CAUSE
 from test_explain import EXPLAIN, explain, run_cli_bare
 
@@ -289,9 +289,7 @@ def test_three_thousand_failures_stay_within_every_views_budget(tmp_path):
     assert len(view.splitlines()) <= 150, len(view.splitlines())
     assert "2975 more failures not listed" in view
     (tmp_path / "why.json").write_text((tmp_path / "explain.json").read_text())
-    # The page's budget is the point, not the probe's compile step (a dynamo import): skipped.
-    report = run_cli("report", "--stack", "demo", "--explain", str(tmp_path / "why.json"), cwd=str(tmp_path),
-                     env=NO_PROBE_COMPILE)
+    report = run_cli("report", "--stack", "demo", "--explain", str(tmp_path / "why.json"), cwd=str(tmp_path))
     assert report.returncode == 0, report.stderr
     assert len(report.stdout) <= 60_000 and "2975 more failures not listed" in report.stdout
 
@@ -360,8 +358,7 @@ def test_without_stack_explain_records_the_stack_the_program_imported_and_report
     assert done.returncode == EXIT_CAUSE and document["stack"] == "demo", done.stderr
     assert "(stack demo)" in done.stderr
     assert_chain_names_redirect_guard_and_skipped_alias(chain_of(document, document["failures"][0]))
-    # (the probe's compile step skipped: which stack is probed is the point, not a dynamo import)
-    report = run_cli("report", "--explain", str(tmp_path / "explain.json"), cwd=str(tmp_path), env=NO_PROBE_COMPILE)
+    report = run_cli("report", "--explain", str(tmp_path / "explain.json"), cwd=str(tmp_path))
     assert report.returncode == 0, report.stderr
     assert "| stack imported | flagos_doctor.demo |" in report.stdout
     findings = report.stdout.split("#### Findings of the run", 1)[1]

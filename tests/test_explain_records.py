@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from conftest import FIXTURES, NO_PROBE_COMPILE, run_cli
+from conftest import FIXTURES, run_cli
 
 EXPLAIN = os.path.join(FIXTURES, "explain")
 
@@ -78,9 +78,8 @@ def test_report_probes_the_stack_the_explain_document_names(explained, tmp_path)
     path = tmp_path / "why.json"
     path.write_text(json.dumps(explained))
     assert explained["stack"] == "demo"
-    # Which stack is probed is the point, not the probe's torch.compile step (a dynamo import): skipped.
     done = run_cli("report", "--explain", str(path), "--json", str(tmp_path / "report.json"), "--markdown",
-                   str(tmp_path / "report.md"), env=NO_PROBE_COMPILE)
+                   str(tmp_path / "report.md"))
     assert done.returncode == 0, done.stderr
     bundle = json.loads((tmp_path / "report.json").read_text())
     assert bundle["stack"]["requested"] == "demo"

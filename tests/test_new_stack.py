@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from conftest import NO_PROBE_COMPILE, REPO_ROOT, run_cli
+from conftest import REPO_ROOT, run_cli
 
 PACKAGE = os.path.join(REPO_ROOT, "flagos_doctor")
 
@@ -117,7 +117,7 @@ def house(tmp_path_factory):
 
 
 def run(root, *args):
-    env = {"PYTHONPATH": os.pathsep.join([str(root), str(root / "modules")]), **NO_PROBE_COMPILE,
+    env = {"PYTHONPATH": os.pathsep.join([str(root), str(root / "modules")]),
            "TINYDEV_KERNELS": os.path.join(PACKAGE, "demo", "kernels.py")}
     return run_cli(*args, env=env, cwd=str(root), timeout=300)
 

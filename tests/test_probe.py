@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import NO_PROBE_COMPILE, REPO_ROOT, find_python, run_cli
+from conftest import PROBE_COMPILE, REPO_ROOT, find_python, run_cli
 from flagos_doctor.options import ProbeOptions
 from flagos_doctor import output
 from flagos_doctor.probe.formats import markdown, terminal  # noqa: F401  (terminal registers the view)
@@ -24,10 +24,10 @@ PYTHON312 = find_python("3.12")
 
 
 def probe(monkeypatch_env: dict | None = None, **options) -> dict:
-    """Run the probe on a fixture stack (no compile step) and return its document."""
+    """Run the probe on a fixture stack and return its document (the compile step as the
+    session sets it: off, unless ``monkeypatch_env`` has ``PROBE_COMPILE``)."""
     saved = dict(os.environ)
     os.environ["PYTHONPATH"] = os.pathsep.join([STACKS, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    os.environ.update(NO_PROBE_COMPILE)
     os.environ.update(monkeypatch_env or {})
     try:
         return run_probe(ProbeOptions(**options))
@@ -251,7 +251,7 @@ def test_import_failure_is_a_finding():
 def demo(tmp_path_factory):
     folder = tmp_path_factory.mktemp("demo")
     result = run_cli("probe", "--stack", "demo", "--json", str(folder / "probe.json"),
-                     "--markdown", str(folder / "probe.md"))
+                     "--markdown", str(folder / "probe.md"), env=PROBE_COMPILE)
     with open(folder / "probe.json") as handle:
         document = json.load(handle)
     return result, document, (folder / "probe.md").read_text()
@@ -282,7 +282,7 @@ def test_demo_probe_is_healthy_and_its_compile_runs(demo):
 
 @pytest.fixture(scope="module")
 def demo_seed_bug():
-    result = run_cli("probe", "--stack", "demo", "--json", "-", env={"FLAGOS_DEMO_SEED_BUG": "1"})
+    result = run_cli("probe", "--stack", "demo", "--json", "-", env={"FLAGOS_DEMO_SEED_BUG": "1", **PROBE_COMPILE})
     return result, json.loads(result.stdout)
 
 
@@ -418,7 +418,7 @@ def test_probe_outputs_never_print_secrets(tmp_path):
         "import torch\n"
     )
     md = tmp_path / "probe.md"
-    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]), **NO_PROBE_COMPILE}
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     result = run_cli("probe", "--import", "secretstack", "--no-exercise", "--json", "-", "--markdown", str(md), env=env)
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)

@@ -11,10 +11,10 @@ import os
 
 import pytest
 
+from conftest import PROBE_COMPILE
 from test_probe import STACKS, events, findings, line_of, probe
 from flagos_doctor.probe import causes
 
-COMPILE = {"FLAGOS_DOCTOR_PROBE_COMPILE": "1"}
 DEMO = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(STACKS))), "flagos_doctor", "demo", "__init__.py")
 
 
@@ -35,7 +35,7 @@ def package_file(module: str, relative: str) -> str:
 
 @pytest.fixture(scope="module")
 def replica():
-    return probe(COMPILE, stack="seedreplica")
+    return probe(PROBE_COMPILE, stack="seedreplica")
 
 
 def test_seed_replica_fails_in_triton_libcuda_and_the_cause_names_reader_probe_writer_branch(replica):
@@ -73,7 +73,7 @@ def test_torch_own_reads_are_recorded_with_their_caller(replica):
 
 
 def test_seed_replica_fixed_keeps_the_original_and_gets_no_false_cause():
-    document = probe(COMPILE, stack="seedreplica_fixed")
+    document = probe(PROBE_COMPILE, stack="seedreplica_fixed")
     compiled = document["outcomes"][-1]
     assert not compiled["ok"] and "0 active drivers" in compiled["error"]  # no Triton backend on CPU
     assert not findings(document, "failure-cause")

@@ -30,7 +30,7 @@ import tempfile
 
 import pytest
 
-from conftest import REPO_ROOT, real_torch_fl
+from conftest import REPO_ROOT, real_torch_fl, shell_env
 
 README = os.path.join(REPO_ROOT, "README.md")
 README_BUDGET = 12_000
@@ -130,9 +130,7 @@ class Runner:
         cwd = pathlib.Path(tempfile.mkdtemp(prefix="run", dir=self.root))
         for name in LINKED:
             (cwd / name).symlink_to(os.path.join(REPO_ROOT, name))
-        env = dict(os.environ)
-        # The user's environment, as a fresh shell has it: no PYTHONPATH of the test run's.
-        env.pop("PYTHONPATH", None)
+        env = shell_env()
         if "--stack torch_fl" in command:
             env["PYTHONPATH"] = real_torch_fl()
         env["PATH"] = os.pathsep.join([str(self.bin), env.get("PATH", "")])

@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from conftest import FAULT_ENV, NO_PROBE_COMPILE, REPO_ROOT, run_cli
+from conftest import FAULT_ENV, REPO_ROOT, run_cli
 from flagos_doctor import stacks
 from flagos_doctor.errors import BadInput
 
@@ -74,7 +74,7 @@ def test_every_command_refuses_a_bad_stack_naming_the_same_stacks(tmp_path, comm
 
 def test_probe_of_the_fault_fixture_as_a_module_stack(tmp_path):
     done = run_cli("probe", "--stack", "faultstack", "--no-exercise", "--json", str(tmp_path / "p.json"), "-q",
-                   env={**FAULT_ENV, **NO_PROBE_COMPILE}, timeout=300)
+                   env=FAULT_ENV, timeout=300)
     document = json.loads((tmp_path / "p.json").read_text())
     # exit 0: the demo's redirects are read by no guard of faultstack's, so no error-level finding
     assert [f["kind"] for f in document["findings"] if f["severity"] == "error"] == []
@@ -114,7 +114,7 @@ def extended(tmp_path_factory):
 
 def run_extended(root, *args):
     # The copy first on the path, and as the current folder (python -m puts it first).
-    return run_cli(*args, env={"PYTHONPATH": str(root), **NO_PROBE_COMPILE}, cwd=str(root), timeout=300)
+    return run_cli(*args, env={"PYTHONPATH": str(root)}, cwd=str(root), timeout=300)
 
 
 def test_a_stack_added_once_reaches_probe_survey_and_report(extended):
