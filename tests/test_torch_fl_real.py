@@ -216,7 +216,9 @@ def test_decisions_read_from_torch_fls_own_guards(source):
 
 def test_report_fills_torch_fl_version_branch_from_the_real_build(site, tmp_path):
     out = tmp_path / "report.json"
-    done = run_with(site, "report", "--stack", "torch_fl", "--json", str(out), "--markdown", str(tmp_path / "r.md"))
+    # The environment is the point, not the probe's compile step (FLAGOS_DOCTOR_PROBE_COMPILE).
+    done = run_with(site, "report", "--stack", "torch_fl", "--json", str(out), "--markdown", str(tmp_path / "r.md"),
+                    FLAGOS_DOCTOR_PROBE_COMPILE="0")
     assert done.returncode == 0, done.stderr  # a report was written (docs/report.md)
     bundle = json.loads(out.read_text())
     field = next(f["value"] for f in bundle["template"] if f["field"] == "torch_fl Version/Branch")
@@ -236,7 +238,7 @@ def test_report_fills_torch_fl_version_branch_from_the_real_build(site, tmp_path
 def test_report_torch_fl_commit_override_is_said_as_given(site, tmp_path):
     out = tmp_path / "report.json"
     run_with(site, "report", "--stack", "torch_fl", "--json", str(out), "--markdown", str(tmp_path / "r.md"),
-             "--torch-fl-commit", "5e0f2aa")
+             "--torch-fl-commit", "5e0f2aa", FLAGOS_DOCTOR_PROBE_COMPILE="0")
     entry = json.loads(out.read_text())["environment"]["packages"]["torch_fl"]
     assert entry["commit"] == "5e0f2aa" and entry["commit_source"] == "given by the user (--torch-fl-commit)"
     assert entry["commit_found"] == COMMIT and entry["dirty"] is None
