@@ -60,11 +60,25 @@ def h6_surveys() -> tuple[dict, dict]:
     return found[0], found[1]
 
 
+def in_front(entry: str, paths: str | None) -> str:
+    """``paths`` (a ``PATH``-like list) with ``entry`` in front, once."""
+    rest = [p for p in paths.split(os.pathsep) if p != entry] if paths else []
+    return os.pathsep.join([entry, *rest])
+
+
 def checkout_first(pythonpath: str | None) -> str:
     """``pythonpath`` with this checkout in front (once): the flagos_doctor a child imports
     is this checkout's, whatever is installed."""
-    rest = [p for p in pythonpath.split(os.pathsep) if p != REPO_ROOT] if pythonpath else []
-    return os.pathsep.join([REPO_ROOT, *rest])
+    return in_front(REPO_ROOT, pythonpath)
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
 
 
 # Every child a test starts with this environment: tests that start ``python -m
@@ -74,8 +88,7 @@ os.environ["PYTHONPATH"] = checkout_first(os.environ.get("PYTHONPATH"))
 # A test's ``python`` and ``flagos-doctor`` are the interpreter running the tests and its
 # entry point, wherever the clone lives: through a version manager's shim (pyenv's) the
 # interpreter follows the folder's ``.python-version``, and each call costs 35 shell processes.
-_BIN = os.path.dirname(sys.executable)
-os.environ["PATH"] = os.pathsep.join([_BIN, *(p for p in os.environ.get("PATH", "").split(os.pathsep) if p != _BIN)])
+os.environ["PATH"] = in_front(os.path.dirname(sys.executable), os.environ.get("PATH"))
 # The tests' outputs are the same wherever they run: on a GitHub runner the compare's GitHub
 # mode would otherwise add annotations to every pinned stdout (test_compare_github.py turns it on).
 for _github in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY"):

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import FIXTURES, checkout_first
+from conftest import FIXTURES, alive, checkout_first
 
 PROGRAM = os.path.join(FIXTURES, "explain", "waits_for_signal.py")
 SECRET = "planted-Secret-7f3a9c1e"
@@ -60,15 +60,6 @@ def assert_no_secret_in_scratch(tmpdir):
     assert leaks == []
 
 
-def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    with open(f"/proc/{pid}/stat") as handle:
-        return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
-
-
 @pytest.mark.parametrize("signo, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_to_explain_goes_to_the_program_and_its_subprocess_and_a_document_says_so(tmp_path, signo, code):
     proc, tmpdir, work, pids = start(tmp_path)
@@ -79,7 +70,7 @@ def test_a_signal_to_explain_goes_to_the_program_and_its_subprocess_and_a_docume
     assert proc.returncode == code, err
     # Both the program and its own subprocess got it, once each, and ended before explain did.
     assert (work / f"program-got-{name}").exists() and (work / f"subprocess-got-{name}").exists()
-    assert all(gone(pid) for pid in pids)
+    assert not any(alive(pid) for pid in pids)
     document = json.loads((tmp_path / "why.json").read_text())
     interrupted = document["program"]["interrupted"]
     assert interrupted["signal"] == name and interrupted["forwarded_to"] == 2

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from conftest import FAULT_ENV_WITHOUT_GEMS, FIXTURES, checkout_first, run_cli
+from conftest import FAULT_ENV_WITHOUT_GEMS, FIXTURES, alive, checkout_first, run_cli
 from flagos_doctor.results import model
 
 FAULT_CONF = os.path.join(FIXTURES, "fault.conf")
@@ -91,14 +91,6 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_a_survey_killed_with_sigkill_leaves_neither_its_fork_server_nor_a_forked_worker(tmp_path):
     cmd = [sys.executable, "-m", "flagos_doctor", "survey", "--stack", "demo", "--workers", "2", "--no-store",
            "-q", "-o", "k.json"]
@@ -119,9 +111,9 @@ def test_a_survey_killed_with_sigkill_leaves_neither_its_fork_server_nor_a_forke
     # the server and the two workers it forked (their parent is the server, not the survey)
     assert len(family) >= 3, family
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and any(_alive(pid) for pid in family):
+    while time.monotonic() < deadline and any(alive(pid) for pid in family):
         time.sleep(0.05)
-    assert not [pid for pid in family if _alive(pid)]
+    assert not [pid for pid in family if alive(pid)]
 
 
 def test_a_fork_server_that_dies_while_importing_leaves_the_survey_to_spawn_its_workers(tmp_path):

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import FIXTURES, REPO_ROOT, run_cli
+from conftest import FIXTURES, REPO_ROOT, alive, run_cli
 from flagos_doctor import conf, files, redact
 from flagos_doctor.errors import BadInput
 
@@ -409,14 +409,6 @@ def setup():
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_a_kernel_that_forks_then_segfaults_is_a_crash_not_a_timeout(tmp_path):
     (tmp_path / "forkstack.py").write_text(FORK_THEN_SEGFAULT)
     (tmp_path / "neg.conf").write_text("neg = flagos_python\n")
@@ -433,7 +425,7 @@ def test_a_kernel_that_forks_then_segfaults_is_a_crash_not_a_timeout(tmp_path):
     assert not [c for c in cases if c["status"] == "TIMEOUT"], cases
     pids = [int(line) for line in grandchildren.read_text().split()]
     assert len(pids) == len(crashed)
-    _wait_for(lambda: not any(_alive(pid) for pid in pids), "the grandchildren to be killed with their group", 60)
+    _wait_for(lambda: not any(alive(pid) for pid in pids), "the grandchildren to be killed with their group", 60)
 
 
 DETACH_THEN_HANG = """
@@ -491,15 +483,15 @@ def test_what_a_killed_survey_left_behind_is_cleaned_at_the_next_start(tmp_path)
         left = [name for name in os.listdir(scratch_root) if name.startswith("flagos-survey-")]
         # what kill -9 leaves: the pool's folder, and those of the workers it had started ahead,
         # each owned by the killed survey
-        assert _alive(pid) and len(left) >= 1
+        assert alive(pid) and len(left) >= 1
         assert {(scratch_root / name / "owner").read_text().split()[0] for name in left} == {str(first.pid)}
         done = subprocess.run([sys.executable, "-m", "flagos_doctor", "survey", "--stack", "demo", "--conf", "neg.conf",
                                "--no-store", "-o", "again.json", "-q"], cwd=str(tmp_path), env=env,
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
-        _wait_for(lambda: not _alive(pid), "the detached process to be killed", 60)
+        _wait_for(lambda: not alive(pid), "the detached process to be killed", 60)
     finally:
-        if _alive(pid):  # a failed run must not leave the test's own sleeper behind
+        if alive(pid):  # a failed run must not leave the test's own sleeper behind
             os.kill(pid, 9)
     assert not [name for name in os.listdir(scratch_root) if name.startswith("flagos-survey-")]
     run = json.loads((tmp_path / "again.json").read_text())["provenance"]["runs"][-1]

@@ -6,7 +6,7 @@ import importlib.util
 import os
 import time
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, alive
 
 #: A test that starts a child in a session of its own which starts another, again in a
 #: session of its own: that grandchild writes its pid to ``PID_FILE``, holds ``MIB`` MiB
@@ -34,14 +34,6 @@ def mutation_script():
     module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
     loader.exec_module(module)
     return module
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().split(b")")[-1].split()[0] != b"Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_a_run_past_its_memory_is_stopped_as_killed_with_the_process_holding_it(tmp_path, monkeypatch):
