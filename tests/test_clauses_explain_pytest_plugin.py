@@ -26,6 +26,8 @@ def pytest_sessionfinish(session):
 """
 
 TESTS = """\
+import unittest
+
 import pytest
 
 import knobs
@@ -97,9 +99,15 @@ def test_putenv():
 
 def test_missing_fixture(no_such_fixture):  # fails in pytest's own code: none of the test's ran
     pass
+
+
+class TestInUnittestsStyle(unittest.TestCase):  # run by unittest's own code, inside pytest's
+    def test_compares(self):
+        self.assertEqual(len("ab"), 3)
 """
 
 FILE = "test_plugin_demo.py"
+UNITTEST = "TestInUnittestsStyle::test_compares"
 
 
 def write_project(folder) -> None:
@@ -128,7 +136,7 @@ def node(name: str) -> str:
 def test_the_program_keeps_pytests_own_result_and_output(run):
     document, result = run
     assert result.returncode == 1
-    assert "3 failed, 3 passed, 1 skipped, 1 xfailed, 1 xpassed, 3 errors in " in result.stdout, result.stdout
+    assert "4 failed, 3 passed, 1 skipped, 1 xfailed, 1 xpassed, 3 errors in " in result.stdout, result.stdout
     assert "test_unprintable.Unprintable" not in result.stderr  # nothing of ours on the program's stderr
 
 
@@ -137,19 +145,22 @@ def test_each_failed_phase_is_a_failure_naming_its_test_and_phase(run):
     failed = [(f["kind"], f["test"], f["when"]) for f in document["failures"]]
     assert failed == [("test", node("test_fails"), "call"), ("test", node("test_setup_error"), "setup"),
                       ("test", node("test_teardown_error"), "teardown"), ("test", node("test_unprintable"), "call"),
-                      ("test", node("test_strict_xpass"), "call"), ("test", node("test_missing_fixture"), "setup")]
+                      ("test", node("test_strict_xpass"), "call"), ("test", node("test_missing_fixture"), "setup"),
+                      ("test", node(UNITTEST), "call")]
     by_test = {f["test"]: f for f in document["failures"]}
     assert by_test[node("test_fails")]["error"] == "Failed: flag is not 3"
     assert by_test[node("test_setup_error")]["error"] == "RuntimeError: fixture broke"
-    # Each starts at the test's own code (the test, the fixture that raised): pytest's and
-    # pluggy's frames that ran it are left out, pytest's own inside the test kept.
+    # Each starts at the test's own code (the test, the fixture that raised): the frames of
+    # pytest, pluggy and unittest that ran it are left out, theirs inside the test kept.
     functions = {name: [(frame["file"], frame["function"]) for frame in by_test[node(name)]["traceback"]]
                  for name in ("test_fails", "test_setup_error", "test_teardown_error", "test_unprintable",
-                              "test_missing_fixture")}
+                              "test_missing_fixture", UNITTEST)}
     assert functions["test_fails"] == [(FILE, "test_fails"), ("_pytest/outcomes.py", "__call__")]
     assert functions["test_setup_error"] == [(FILE, "broken")]
     assert functions["test_teardown_error"] == [(FILE, "bad_teardown")]
     assert functions["test_unprintable"] == [(FILE, "test_unprintable")]
+    assert functions[UNITTEST][0] == (FILE, "test_compares")
+    assert [function for _, function in functions[UNITTEST][1:]] == ["assertEqual", "_baseAssertEqual"]
     # no frame of the test's ran: the whole traceback, pytest's and pluggy's, kept
     missing = functions["test_missing_fixture"]
     assert any(file == "_pytest/fixtures.py" for file, _ in missing)  # where the lookup raised
@@ -168,8 +179,8 @@ def test_each_tests_outcome_is_as_pytest_counts_it_its_worst_phase_winning(run):
         node("test_writes"): "passed", node("test_fails"): "failed", node("test_setup_error"): "failed",
         node("test_teardown_error"): "failed", node("test_skipped"): "skipped", node("test_unprintable"): "failed",
         node("test_strict_xpass"): "failed", node("test_xfail"): "xfailed", node("test_xpass"): "xpassed",
-        node("test_putenv"): "passed", node("test_missing_fixture"): "failed"}
-    assert document["tests"]["counts"] == {"passed": 2, "failed": 6, "skipped": 1, "xfailed": 1, "xpassed": 1}
+        node("test_putenv"): "passed", node("test_missing_fixture"): "failed", node(UNITTEST): "failed"}
+    assert document["tests"]["counts"] == {"passed": 2, "failed": 7, "skipped": 1, "xfailed": 1, "xpassed": 1}
 
 
 def test_a_tests_reads_and_writes_carry_its_node_id_and_between_tests_the_runs_own_step(run):
@@ -185,7 +196,7 @@ def test_a_tests_reads_and_writes_carry_its_node_id_and_between_tests_the_runs_o
     assert [p for p in phases if p.startswith("test ")] == [
         f"test {node(name)}" for name in ("test_writes", "test_fails", "test_setup_error", "test_teardown_error",
                                           "test_skipped", "test_unprintable", "test_strict_xpass", "test_xfail",
-                                          "test_xpass", "test_putenv", "test_missing_fixture")]
+                                          "test_xpass", "test_putenv", "test_missing_fixture", UNITTEST)]
     # a write no hook sees (libc's environment) is looked for as the test ends: it is the test's
     (putenv,) = [e for e in document["events"] if e["probe"] == "$FLAGOS_PLUGIN_PROBE"]
     assert putenv["kind"] == "write" and putenv["step"] == f"test {node('test_putenv')}"
@@ -195,10 +206,10 @@ def test_under_pytest_xdist_each_record_names_its_worker(tmp_path):
     write_project(tmp_path)
     document, result = explained(tmp_path, "-n", "2", "-p", "xdist")
     assert result.returncode == 1, result.stderr
-    assert len(document["failures"]) == 6
+    assert len(document["failures"]) == 7
     workers = {f["test"]: f.get("worker") for f in document["failures"]}
     assert set(workers.values()) <= {"gw0", "gw1"} and None not in workers.values()
-    assert document["tests"]["counts"] == {"passed": 2, "failed": 6, "skipped": 1, "xfailed": 1, "xpassed": 1}
+    assert document["tests"]["counts"] == {"passed": 2, "failed": 7, "skipped": 1, "xfailed": 1, "xpassed": 1}
     roles = {f.get("role") for f in document["failures"]}
     assert roles and all(role and "xdist" in role for role in roles)
 

@@ -5,9 +5,10 @@ this module to ``PYTEST_PLUGINS``). It does nothing unless :mod:`.startup` insta
 watch in this process; pytest-xdist's workers have one each, and their records name the
 worker (``gw0``...).
 Records: ``failure`` (``kind: test``) and ``test``, as :mod:`.startup` lists them. A test's
-failure starts at its own code (the test, or the fixture that raised): pytest's and pluggy's
-frames that ran it are left out, as pytest's own report leaves them; frames of theirs inside
-the test (``pytest.fail``) stay.
+failure starts at its own code (the test, or the fixture that raised): the frames that ran it,
+pytest's, pluggy's and a ``unittest.TestCase``'s (modules marked ``__unittest``), are left out,
+as pytest's own report leaves them; frames of theirs inside the test (``pytest.fail``,
+``assertEqual``) stay.
 """
 
 from __future__ import annotations
@@ -24,10 +25,16 @@ from flagos_doctor.explain import startup
 RUNNER_DIRS = tuple(os.path.dirname(os.path.abspath(module.__file__)) + os.sep for module in (_pytest, pluggy))
 
 
+def _runs_tests(frame) -> bool:
+    """A frame of pytest's or pluggy's code, or of unittest's (its modules set ``__unittest``,
+    the mark unittest and pytest both read to leave a frame out)."""
+    return "__unittest" in frame.f_globals or os.path.abspath(frame.f_code.co_filename).startswith(RUNNER_DIRS)
+
+
 def from_the_tests_code(tb):
-    """``tb`` from its first frame outside pytest's and pluggy's code (``tb`` when every frame is theirs)."""
+    """``tb`` from its first frame outside the runners' code (``tb`` when every frame is theirs)."""
     first = tb
-    while first is not None and os.path.abspath(first.tb_frame.f_code.co_filename).startswith(RUNNER_DIRS):
+    while first is not None and _runs_tests(first.tb_frame):
         first = first.tb_next
     return first or tb
 
