@@ -36,8 +36,11 @@ MAX_ERROR_CHARS = 1000
 
 
 def one_line(text: str) -> str:
-    """``text`` on one line, at most :data:`MAX_ERROR_CHARS` long."""
-    line = " ".join(text[: MAX_ERROR_CHARS * 4].split())
+    """``text`` on one line, at most :data:`MAX_ERROR_CHARS` long, its control characters
+    escaped (:mod:`flagos_doctor.controls`): a file name or a message may hold any."""
+    from flagos_doctor.controls import inert
+
+    line = inert(" ".join(text[: MAX_ERROR_CHARS * 4].split()))
     return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 3] + "..."
 
 
@@ -62,7 +65,7 @@ def one_line_errors():
 
         log, why = crashlog.save_traceback()
         where = f"traceback in {log}" if log else f"the traceback could not be saved: {why}"
-        message = redact.scrub_environ(f"{type(exc).__name__}: {exc}".splitlines()[0][:500])
+        message = one_line(redact.scrub_environ(f"{type(exc).__name__}: {exc}".splitlines()[0][:500]))
         typer.echo(f"flagos-doctor: internal error: {message} ({where})", err=True)
         raise typer.Exit(EXIT_INTERNAL)
 

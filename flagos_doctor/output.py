@@ -97,9 +97,12 @@ def plain(document: dict, width: int = 120, **options) -> str:
 
     from rich.console import Console
 
+    from flagos_doctor.controls import inert_document
+
     buffer = io.StringIO()
     markup = view(document, TERMINAL).console.get("markup", True)  # a view that reads no markup, here too
-    show(document, Console(file=buffer, width=width, color_system=None, highlight=False, markup=markup), **options)
+    show(inert_document(document), Console(file=buffer, width=width, color_system=None, highlight=False, markup=markup),
+         **options)
     return buffer.getvalue()
 
 
@@ -174,9 +177,10 @@ def _first_failure(failed: list[BadInput], written: int) -> BadInput:
 
 def _show_on_terminal(document: dict, on_stderr: bool, options: dict) -> None:
     from flagos_doctor.console import output_console
+    from flagos_doctor.controls import inert_document
 
     shown = view(document, TERMINAL)
-    shown.function(document, output_console(stderr=on_stderr, **shown.console),
+    shown.function(inert_document(document), output_console(stderr=on_stderr, **shown.console),
                    **options.get(TERMINAL, {}))
 
 
