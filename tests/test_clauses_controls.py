@@ -60,3 +60,4 @@ def test_tab_and_newline_stay_and_a_document_without_controls_is_the_same_object
     dirty = {"k\x1b": ["ok", ("\x07", 3)], "n": {"e": "\r"}}
     assert inert_document(dirty) == {"k\\x1b": ["ok", ("\\x07", 3)], "n": {"e": "\\x0d"}}
     assert dirty == {"k\x1b": ["ok", ("\x07", 3)], "n": {"e": "\r"}}  # the original unchanged
+    assert inert_document({"only the key\x1b": 1}) == {"only the key\\x1b": 1}  # keys included
