@@ -8,7 +8,8 @@ that renders it; it renders every version of that schema (``flagos-doctor/probe/
   **options) -> str``, written to a file or, for ``-``, to standard output;
 * the ``terminal`` format is ``show(document, console, **options) -> None``: it draws on a
   rich console (colours and width are the console's), which the sink makes with the
-  console options the view was registered with.
+  console options the view was registered with, from the document with its control
+  characters escaped (:mod:`flagos_doctor.controls`).
 
 JSON is one view for every schema (:func:`flagos_doctor.files.dump_json`). Adding a format
 is one renderer and one :func:`register` above it; a command names it in :func:`emit`.
