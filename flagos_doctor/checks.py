@@ -13,6 +13,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import tempfile
 
 from flagos_doctor.errors import BadInput
@@ -79,7 +80,8 @@ def devices(text: str | None, option: str = "--devices") -> list[str]:
 
 def interpreter(path: str, option: str = "--python", timeout: float = 60.0) -> str:
     """``path`` when it names an executable file (a bare name is looked up on ``PATH``) that
-    answers as a Python within ``timeout`` seconds (survey: its ``--start-timeout``)."""
+    answers as a Python within ``timeout`` seconds (survey: its ``--start-timeout``); the
+    path this process's Python was started by, the default, is not asked: it is running."""
     found = path if os.sep in path else (shutil.which(path) or path)
     if not os.path.lexists(found):
         raise BadInput(f"no such interpreter: {path}", option)
@@ -87,8 +89,15 @@ def interpreter(path: str, option: str = "--python", timeout: float = 60.0) -> s
         raise BadInput(f"{path} is a directory, not an interpreter", option)
     if not os.access(found, os.X_OK):
         raise BadInput(f"{path} is not executable", option)
-    _answers_as_python(path, option, timeout)
+    if not _is_this_interpreter(found):  # a `-c` child on every command, for the default
+        _answers_as_python(path, option, timeout)
     return path
+
+
+def _is_this_interpreter(path: str) -> bool:
+    """``path`` is the path this process's Python was started by. The same path, not the same
+    file: another venv's ``python`` links to the same binary but is another environment."""
+    return bool(sys.executable) and os.path.abspath(path) == os.path.abspath(sys.executable)
 
 
 #: What a Python interpreter prints for :func:`_answers_as_python` (nothing else does).

@@ -1,13 +1,17 @@
 """Issue 36's edges, each on real files and processes: a secret-named conf line never quotes
-its value; a hanging --python is refused within --start-timeout; a module stack without a
-usable setup() is one line naming it; probe --stack torch_fl without torch_fl says how to
-build it."""
+its value; a hanging --python is refused within --start-timeout, the running one not asked
+again; a module stack without a usable setup() is one line naming it; probe --stack torch_fl
+without torch_fl says how to build it."""
 
 from __future__ import annotations
 
 import os
+import sys
+
+import pytest
 
 from conftest import REPO_ROOT, run_cli
+from flagos_doctor.errors import BadInput
 
 DEMO_CONF = os.path.join(REPO_ROOT, "flagos_doctor", "demo", "backends_demo.conf")
 SECRET = "sekrit_conf_value_42"  # a word: it passes as a backend name
@@ -34,6 +38,20 @@ def test_a_hanging_python_is_refused_within_the_start_timeout(tmp_path):
     assert done.returncode == 2
     assert done.stderr == (f"flagos-doctor: error: --python: {hangs} is not a Python interpreter: "
                            "it did not answer `-c` within 2 s\n")
+
+
+def test_the_running_interpreter_is_not_asked_again_but_another_path_to_it_is(tmp_path):
+    # The default --python is the interpreter running flagos-doctor: it answers, so no `-c`
+    # child asks it again on every command (with no time to answer, none was started). Another
+    # path to the same file is another environment (a venv's `python` links to its base
+    # binary): asked, and here given no time, refused.
+    from flagos_doctor import checks
+
+    assert checks.interpreter(sys.executable, timeout=0) == sys.executable
+    link = tmp_path / "python3"
+    os.symlink(sys.executable, link)
+    with pytest.raises(BadInput, match=r"is not a Python interpreter: it did not answer `-c` within 0 s"):
+        checks.interpreter(str(link), timeout=0)
 
 
 def test_a_module_stack_without_a_usable_setup_is_one_line_naming_it(tmp_path):
